@@ -1,0 +1,33 @@
+# The two commands of the README. Both create .venv on first use and install requirements.txt into it.
+.PHONY: book test execute setup-cells clean
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+
+$(INSTALLED): requirements.txt code/pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+## make book: build the HTML site into _build/html from the notebooks' stored outputs
+book: $(INSTALLED)
+	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+	@echo "The book is at $(CURDIR)/_build/html/index.html"
+
+## make test: unit tests, nbval over every chapter, drift, setup cells, exercises, the book build
+test: $(INSTALLED)
+	$(PY) -m pytest
+
+## make execute: re-run every chapter and store its outputs (then run make test twice)
+execute: $(INSTALLED)
+	$(PY) scripts/setup_cell.py
+	$(PY) scripts/execute_notebooks.py
+
+## make setup-cells: rewrite each chapter's first cell from _config.yml
+setup-cells: $(INSTALLED)
+	$(PY) scripts/setup_cell.py
+
+clean:
+	rm -rf _build

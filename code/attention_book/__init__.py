@@ -1,0 +1,21 @@
+"""attention_book: the code that the book *Attention, Head by Head* builds and runs.
+
+Importing this package loads only torch and the attention code. Plotting (``attention_book.plotting``)
+and the exercise checks (``attention_book.checks``) are imported only when you use them.
+"""
+from .attention_layer import GroupedQueryAttention
+from .kv_cache import KVCache
+from .masks import causal_mask, padding_mask
+from .sdpa import scaled_dot_product_attention
+from .torch_interop import from_torch_mha, to_torch_mha
+
+__all__ = [
+    "GroupedQueryAttention",
+    "KVCache",
+    "causal_mask",
+    "from_torch_mha",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "to_torch_mha",
+]
+__version__ = "0.1.0"

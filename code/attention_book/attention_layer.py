@@ -1,0 +1,111 @@
+"""One attention layer for MHA, GQA and MQA: n_heads query heads share n_kv_heads key/value heads."""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .kv_cache import KVCache
+from .masks import causal_mask
+from .sdpa import scaled_dot_product_attention
+from .validation import check_mask, require_divisible, require_positive, require_rank
+
+
+class GroupedQueryAttention(nn.Module):
+    """Multi-head attention in which groups of query heads share key/value heads.
+
+    ``n_kv_heads == n_heads`` is multi-head attention (MHA), ``n_kv_heads == 1`` is multi-query
+    attention (MQA), and anything in between is grouped-query attention (GQA). Query head i reads
+    K/V head ``i // (n_heads // n_kv_heads)``: the grouping of ``torch.repeat_interleave`` along the
+    head dimension and of ``F.scaled_dot_product_attention(..., enable_gqa=True)``.
+
+    Args:
+        d_model: size of each token's vector.
+        n_heads: number of query heads, h.
+        n_kv_heads: number of key/value heads, g; defaults to n_heads (MHA). Must divide n_heads.
+        d_head: size of each head; defaults to d_model // n_heads, which must then divide exactly.
+        bias: whether the four projections have biases.
+    """
+
+    def __init__(self, d_model, n_heads, n_kv_heads=None, d_head=None, bias=True):
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        require_positive(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads)
+        if d_head is None:
+            require_divisible("d_model", d_model, "n_heads", n_heads)
+            d_head = d_model // n_heads
+        require_positive(d_head=d_head)
+        require_divisible("n_heads", n_heads, "n_kv_heads", n_kv_heads)
+        # int() also turns numpy integers into Python ones.
+        d_model, n_heads, n_kv_heads, d_head = map(int, (d_model, n_heads, n_kv_heads, d_head))
+        self.d_model, self.n_heads, self.n_kv_heads, self.d_head = d_model, n_heads, n_kv_heads, d_head
+        self.q_proj = nn.Linear(d_model, n_heads * d_head, bias=bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * d_head, bias=bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * d_head, bias=bias)
+        self.o_proj = nn.Linear(n_heads * d_head, d_model, bias=bias)
+
+    def forward(self, x, kv=None, *, mask=None, is_causal=False, cache=None, need_weights=False):
+        """Attend from the tokens of x to the tokens of kv (or of x itself).
+
+        Args:
+            x: queries' source, shape (B, L, d_model).
+            kv: keys' and values' source, shape (B, S, d_model); None means self-attention (kv = x).
+            mask: boolean, True = may attend. Shape (L, S), (B, L, S) or (B, 1 or h, L, S).
+            is_causal: also apply ``causal_mask(L, S)``, aligned bottom-right so that it stays
+                correct when a cache makes S > L.
+            cache: a ``KVCache`` (see ``new_cache``). This call's keys and values are appended to it and
+                the queries attend to everything cached, so S = cache.length afterwards.
+            need_weights: if True, run the book's own ``scaled_dot_product_attention`` and return the
+                per-head weights; if False, run PyTorch's fused kernel and return None for them.
+
+        Returns:
+            out: shape (B, L, d_model).
+            weights: shape (B, h, L, S), or None.
+        """
+        kv = x if kv is None else kv
+        B, L, S = self._check_inputs(x, kv)
+        q = self.q_proj(x).view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, L, d_head)
+        k = self.k_proj(kv).view(B, S, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, g, S, d_head)
+        v = self.v_proj(kv).view(B, S, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, g, S, d_head)
+        if cache is not None:
+            k, v = cache.append(k, v)  # now (B, g, S, d_head) with S = every cached token
+        mask = self._full_mask(mask, is_causal, B, L, k.shape[-2], x.device)  # None or (B|1, h|1, L, S)
+        if need_weights:
+            group = self.n_heads // self.n_kv_heads
+            k = k.repeat_interleave(group, dim=1)  # (B, h, S, d_head): head i reads K/V head i // group
+            v = v.repeat_interleave(group, dim=1)
+            out, weights = scaled_dot_product_attention(q, k, v, mask)
+        else:
+            gqa = self.n_kv_heads != self.n_heads
+            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa), None
+        out = out.transpose(1, 2).reshape(B, L, self.n_heads * self.d_head)  # concatenate the heads
+        return self.o_proj(out), weights
+
+    def new_cache(self, batch_size, max_len, dtype=None, device=None) -> KVCache:
+        """An empty cache sized for this layer: buffers of shape (batch_size, n_kv_heads, max_len, d_head)."""
+        weight = self.k_proj.weight
+        return KVCache(batch_size, self.n_kv_heads, self.d_head, max_len,
+                       dtype=dtype or weight.dtype, device=device or weight.device)
+
+    def _check_inputs(self, x, kv):
+        require_rank("x", x, 3, "B, L, d_model")
+        require_rank("kv", kv, 3, "B, S, d_model")
+        for name, t in (("x", x), ("kv", kv)):
+            if t.shape[-1] != self.d_model:
+                raise ValueError(f"{name} has last dimension {t.shape[-1]} but the layer has d_model={self.d_model}")
+        if kv.shape[0] != x.shape[0]:
+            raise ValueError(f"x and kv must have the same batch size B, got {x.shape[0]} and {kv.shape[0]}")
+        return x.shape[0], x.shape[1], kv.shape[1]
+
+    def _full_mask(self, mask, is_causal, B, L, S, device):
+        """Combine the user's mask and the causal mask into one of shape (B|1, h|1, L, S), or None."""
+        if mask is not None:
+            if isinstance(mask, torch.Tensor) and mask.dim() == 3:
+                mask = mask[:, None]  # (B, L, S) -> (B, 1, L, S): the same mask for every head
+            elif isinstance(mask, torch.Tensor) and mask.dim() not in (2, 4):
+                raise ValueError(
+                    f"mask must have shape (L, S), (B, L, S) or (B, 1 or h, L, S), got {tuple(mask.shape)}"
+                )
+            check_mask(mask, torch.Size((B, self.n_heads, L, S)))
+        if is_causal:
+            causal = causal_mask(L, S, device=device)
+            mask = causal if mask is None else mask & causal
+        return mask

@@ -1,0 +1,41 @@
+"""Boolean attention masks. True means "may attend", as in PyTorch's ``F.scaled_dot_product_attention``."""
+import torch
+
+from .validation import require_positive
+
+
+def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
+    """Causal mask for L queries against S keys, aligned bottom-right. Shape (L, S).
+
+    The L queries are the *last* L positions of the S keys: query i may attend to keys
+    0 .. i + (S - L). With L == S this is the usual lower triangle. With a KV cache
+    (S > L) the newest query sees every key, which is what decoding needs.
+    PyTorch's ``is_causal=True`` aligns top-left instead, so a single decode query would see only key 0.
+    """
+    S = L if S is None else S
+    require_positive(L=L, S=S)
+    if L > S:
+        raise ValueError(f"L={L} queries cannot be the last positions of only S={S} keys: need L <= S")
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(diagonal=S - L)
+
+
+def padding_mask(lengths, S: int | None = None, device=None) -> torch.Tensor:
+    """Key-padding mask from sequence lengths. Shape (B, 1, S).
+
+    Sequence b has ``lengths[b]`` real tokens followed by padding; its keys at positions >= lengths[b]
+    are masked out. The middle dimension of size 1 broadcasts over the L queries, so the result
+    combines with a causal mask as ``causal_mask(L, S) & padding_mask(lengths, S)`` -> (B, L, S).
+    """
+    lengths = torch.as_tensor(lengths, device=device)
+    if lengths.numel() == 0:
+        raise ValueError("lengths must hold one length per sequence, got none")
+    if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must be a 1-D sequence of integers, got {lengths.dtype} of shape {tuple(lengths.shape)}")
+    if (lengths < 0).any():
+        raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
+    S = int(lengths.max()) if S is None else S
+    require_positive(S=S)
+    if (lengths > S).any():
+        raise ValueError(f"lengths must be <= S={S}, got {lengths.tolist()}")
+    positions = torch.arange(S, device=lengths.device)  # (S,)
+    return (positions < lengths[:, None])[:, None, :]  # (B, 1, S)

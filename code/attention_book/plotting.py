@@ -1,0 +1,59 @@
+"""Figures for the book, drawn with matplotlib (imported only when this module is).
+
+Diagrams are drawn in code rather than loaded from image files, so a chapter opened alone in Colab
+shows the same figures as the site.
+"""
+import matplotlib.pyplot as plt
+import torch
+
+
+def plot_attention(weights, queries, keys, ax=None, title=None, annotate=True):
+    """Heatmap of one attention pattern: row i shows how query i spreads its weight over the keys.
+
+    Args:
+        weights: shape (L, S), rows summing to 1 (or 0 for a fully masked row).
+        queries: L labels for the rows.
+        keys: S labels for the columns.
+        annotate: write each weight in its cell (readable up to about 12 x 12).
+    """
+    weights = torch.as_tensor(weights).detach().float().cpu()
+    if weights.dim() != 2 or weights.shape != (len(queries), len(keys)):
+        raise ValueError(f"weights of shape {tuple(weights.shape)} do not match {len(queries)} queries x {len(keys)} keys")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.55 * len(keys) + 2, 0.5 * len(queries) + 1.2))
+    image = ax.imshow(weights.numpy(), cmap="Blues", vmin=0.0, vmax=1.0)
+    ax.set_xticks(range(len(keys)), keys, rotation=45, ha="right")
+    ax.set_yticks(range(len(queries)), queries)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query (attending)")
+    if title:
+        ax.set_title(title)
+    if annotate:
+        for i in range(weights.shape[0]):
+            for j in range(weights.shape[1]):
+                w = weights[i, j].item()
+                ax.text(j, i, f"{w:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if w > 0.6 else "black")
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def plot_mask(mask, ax=None, title=None):
+    """Draw a boolean mask of shape (L, S): grey cells may attend (True), white ones may not."""
+    mask = torch.as_tensor(mask).detach().cpu()
+    if mask.dim() != 2:
+        raise ValueError(f"mask must have shape (L, S), got {tuple(mask.shape)}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.4 * mask.shape[1] + 1.5, 0.4 * mask.shape[0] + 1.2))
+    ax.imshow(mask.float().numpy(), cmap="Greys", vmin=0.0, vmax=1.6)
+    ax.set_xticks(range(mask.shape[1]))
+    ax.set_yticks(range(mask.shape[0]))
+    ax.set_xticks([j - 0.5 for j in range(1, mask.shape[1])], minor=True)
+    ax.set_yticks([i - 0.5 for i in range(1, mask.shape[0])], minor=True)
+    ax.grid(which="minor", color="white", linewidth=1.5)
+    ax.tick_params(which="minor", length=0)
+    ax.set_xlabel("key position")
+    ax.set_ylabel("query position")
+    if title:
+        ax.set_title(title)
+    return ax

@@ -1,0 +1,21 @@
+"""`import attention_book` loads the attention code only: no plotting, checks or training helpers."""
+import json
+import subprocess
+import sys
+
+PROBE = """
+import json, sys
+import torch
+before = set(sys.modules)
+import attention_book
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_import_adds_nothing_heavy_beyond_torch():
+    added = json.loads(subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                                      check=True).stdout)
+    assert "attention_book.sdpa" in added  # the probe really imported the package
+    heavy = [m for m in added if m.split(".")[0] in {"matplotlib", "tqdm"}
+             or m in {"attention_book.plotting", "attention_book.checks"}]
+    assert heavy == []
