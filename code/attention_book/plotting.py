@@ -57,3 +57,43 @@ def plot_mask(mask, ax=None, title=None):
     if title:
         ax.set_title(title)
     return ax
+
+
+def plot_attention_grid(weights, queries, keys, row_names=None, annotate=False, cell_size=1.9):
+    """A grid of attention heatmaps: one row per layer, one column per head.
+
+    Args:
+        weights: shape (h, L, S) for one layer's heads, or (n_layers, h, L, S).
+        queries: L labels for each heatmap's rows; keys: S labels for its columns.
+        row_names: a name per layer (default "layer 0", "layer 1", ...).
+    Returns the Figure; axes are titled "head j" (and "layer i" on the left).
+    """
+    weights = torch.as_tensor(weights).detach().float().cpu()
+    if weights.dim() == 3:
+        weights = weights[None]
+    if weights.dim() != 4 or weights.shape[-2:] != (len(queries), len(keys)):
+        raise ValueError(f"weights must have shape (h, L, S) or (n_layers, h, L, S) with L={len(queries)} and "
+                         f"S={len(keys)}, got {tuple(weights.shape)}")
+    n_layers, n_heads = weights.shape[:2]
+    row_names = row_names or [f"layer {i}" for i in range(n_layers)]
+    if len(row_names) != n_layers:
+        raise ValueError(f"row_names has {len(row_names)} names for {n_layers} layers")
+    fig, axes = plt.subplots(n_layers, n_heads, squeeze=False,
+                             figsize=(cell_size * n_heads + 1.0, cell_size * n_layers + 0.6))
+    for i in range(n_layers):
+        for j in range(n_heads):
+            ax = axes[i, j]
+            ax.imshow(weights[i, j].numpy(), cmap="Blues", vmin=0.0, vmax=1.0)
+            ax.set_title(f"head {j}", fontsize=9)
+            ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=7)
+            ax.set_yticks(range(len(queries)), queries if j == 0 else [""] * len(queries), fontsize=7)
+            if annotate:
+                for r in range(weights.shape[2]):
+                    for c in range(weights.shape[3]):
+                        w = weights[i, j, r, c].item()
+                        ax.text(c, r, f"{w:.1f}", ha="center", va="center", fontsize=6,
+                                color="white" if w > 0.6 else "black")
+        if n_layers > 1:
+            axes[i, 0].set_ylabel(row_names[i])
+    fig.tight_layout()
+    return fig
