@@ -64,7 +64,8 @@ def test_head_sharing_counts_heads_and_names_the_variant(n_heads, n_kv_heads, ti
     fig = diagrams.draw_head_sharing(n_heads, n_kv_heads)
     assert len(boxes(fig, "head")) == n_heads
     assert len(boxes(fig, "kv-head")) == n_kv_heads
-    assert fig.axes[0].get_title().startswith(f"{title}: {n_heads} query heads, {n_kv_heads} K/V heads")
+    plural = "s" if n_kv_heads > 1 else ""
+    assert fig.axes[0].get_title().startswith(f"{title}: {n_heads} query heads, {n_kv_heads} K/V head{plural},")
     assert len([p for p in fig.axes[0].patches if p.get_gid() is None]) == n_heads  # one arrow per query head
 
 

@@ -6,16 +6,20 @@ and the exercise checks (``attention_book.checks``) are imported only when you u
 from .attention_layer import GroupedQueryAttention
 from .kv_cache import KVCache
 from .masks import causal_mask, padding_mask
+from .positions import sinusoidal_positions
 from .sdpa import scaled_dot_product_attention
+from .self_attention import SelfAttentionHead
 from .torch_interop import from_torch_mha, to_torch_mha
 
 __all__ = [
     "GroupedQueryAttention",
     "KVCache",
+    "SelfAttentionHead",
     "causal_mask",
     "from_torch_mha",
     "padding_mask",
     "scaled_dot_product_attention",
+    "sinusoidal_positions",
     "to_torch_mha",
 ]
 __version__ = "0.1.0"

@@ -127,17 +127,19 @@ def draw_mha_shapes(d_model=512, n_heads=8, batch="B", length="L"):
     return fig
 
 
-def draw_head_sharing(n_heads, n_kv_heads):
+def draw_head_sharing(n_heads, n_kv_heads, ax=None):
     """Which query heads read which key/value heads: query head i uses K/V head i // (n_heads // n_kv_heads).
 
     n_kv_heads == n_heads is MHA, n_kv_heads == 1 is MQA, anything between is GQA.
+    Draws on ``ax`` if given (to put several side by side), else on a new figure.
     """
     require_positive(n_heads=n_heads, n_kv_heads=n_kv_heads)
     require_divisible("n_heads", n_heads, "n_kv_heads", n_kv_heads)
     group = n_heads // n_kv_heads
     kind = "MHA" if n_kv_heads == n_heads else "MQA" if n_kv_heads == 1 else "GQA"
     width = max(4.0, 0.75 * n_heads + 0.5)
-    fig, ax = plt.subplots(figsize=(width, 2.6))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(width, 2.6))
     q_x = [width * (i + 0.5) / n_heads for i in range(n_heads)]
     kv_x = [sum(q_x[j * group:(j + 1) * group]) / group for j in range(n_kv_heads)]
     box_w = min(0.6, width / n_heads - 0.1)
@@ -147,6 +149,6 @@ def draw_head_sharing(n_heads, n_kv_heads):
     for j, x in enumerate(kv_x):
         _box(ax, x, 0.2, max(box_w, group * width / n_heads - 0.15), 0.45, f"K{j} V{j}", "kv-head", fontsize=8)
     ax.set(xlim=(0, width), ylim=(-0.2, 2.1),
-           title=f"{kind}: {n_heads} query heads, {n_kv_heads} K/V heads, group size {group}")
+           title=f"{kind}: {n_heads} query heads, {n_kv_heads} K/V head{'s' * (n_kv_heads > 1)}, group size {group}")
     ax.axis("off")
-    return fig
+    return ax.figure

@@ -1,0 +1,17 @@
+"""Automatic checks for the chapters' exercises, one module per chapter.
+
+Each check calls the learner's function on several seeded random inputs and compares the result with
+the package's own implementation (or PyTorch's). On a mismatch it raises ``CheckFailed`` saying which
+input it tried, what it expected and what came back; on an unwritten stub it says what to implement.
+"""
+from ._compare import CheckFailed
+from .multi_head import check_merge_heads, check_param_count, check_split_heads, check_to_torch_mha
+from .self_attention import check_self_attention, check_sinusoidal, check_weights_bytes
+from .single_head import check_attention, check_causal_mask, check_stable_softmax
+
+__all__ = [
+    "CheckFailed",
+    "check_attention", "check_causal_mask", "check_stable_softmax",
+    "check_self_attention", "check_sinusoidal", "check_weights_bytes",
+    "check_merge_heads", "check_param_count", "check_split_heads", "check_to_torch_mha",
+]
