@@ -16,7 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def merge_streams(outputs):
-    """Join consecutive prints to the same stream into one output, however the kernel flushed them."""
+    """Join consecutive prints to the same stream into one output, however the kernel flushed them,
+    and keep only what a terminal would show of lines redrawn with carriage returns (progress bars)."""
     merged = []
     for out in outputs:
         if merged and out.output_type == "stream" and merged[-1].output_type == "stream" \
@@ -24,6 +25,9 @@ def merge_streams(outputs):
             merged[-1].text += out.text
         else:
             merged.append(out)
+    for out in merged:
+        if out.output_type == "stream":
+            out.text = "\n".join(line.rsplit("\r", 1)[-1] for line in out.text.split("\n"))
     return merged
 
 

@@ -1,0 +1,70 @@
+"""Scores that say how much a head's attention pattern looks like a known kind of head.
+
+Both scores take attention weights of shape (B, h, L, L), one layer's heads, or (n_layers, B, h, L, L), every
+layer's (as ``TinyTransformer.attention_weights`` returns), and give one number per head: shape (h,) or
+(n_layers, h). A score is the average attention weight, over the batch and the positions it is defined for, that a
+query puts on the key the kind of head would pick, so it lies in [0, 1] and a perfect head scores 1.
+"""
+import torch
+
+from .validation import require_rank
+
+
+def previous_token_score(weights):
+    """Average weight from each position i >= 1 to position i - 1.
+
+    Args:
+        weights: attention weights, shape (B, h, L, L) or (n_layers, B, h, L, L), with L >= 2.
+
+    Returns:
+        scores: shape (h,) or (n_layers, h). Causal attention spread uniformly over positions 0 .. i scores
+        the mean of 1 / (i + 1) over i = 1 .. L - 1.
+    """
+    _check_weights(weights)
+    if weights.shape[-1] < 2:
+        raise ValueError(f"weights need L >= 2 for a position to have a previous one, got L={weights.shape[-1]}")
+    on_previous = weights.diagonal(offset=-1, dim1=-2, dim2=-1)  # (..., B, h, L - 1): weights[..., i, i - 1]
+    return on_previous.mean(dim=-1).mean(dim=-2)  # mean over positions, then over the batch
+
+
+def induction_score(weights, tokens):
+    """Average weight from a token to the positions right after its earlier occurrences.
+
+    For query i, the induction targets are the keys j + 1 for every j < i with tokens[j] == tokens[i]: where an
+    induction head looks for the token that came next last time, [A][B] ... [A] -> [B]. The score of a query is the
+    total weight on its targets (with one earlier occurrence, the weight on the one position after it). Queries
+    whose token has not occurred before are left out of the average.
+
+    Args:
+        weights: attention weights, shape (B, h, L, L) or (n_layers, B, h, L, L).
+        tokens: the token ids the weights were computed for, shape (B, L).
+
+    Returns:
+        scores: shape (h,) or (n_layers, h).
+    """
+    _check_weights(weights)
+    require_rank("tokens", tokens, 2, "B, L")
+    B, L = weights.shape[-4], weights.shape[-1]
+    if tuple(tokens.shape) != (B, L):
+        raise ValueError(f"tokens must have shape (B, L) = {(B, L)} to match weights {tuple(weights.shape)}, "
+                         f"got {tuple(tokens.shape)}")
+    same = tokens[:, :, None] == tokens[:, None, :]  # (B, L, L): same[b, i, j] = tokens j and i are equal
+    earlier = torch.ones(L, L, dtype=torch.bool, device=tokens.device).tril(diagonal=-1)  # j < i
+    occurrence = same & earlier  # (B, L, L): j is an earlier occurrence of token i
+    target = torch.zeros_like(occurrence)
+    target[:, :, 1:] = occurrence[:, :, :-1]  # key j + 1 is a target when j is an earlier occurrence
+    has_target = target.any(dim=-1)  # (B, L): queries the score is defined for
+    if not has_target.any():
+        raise ValueError("induction_score needs a token that occurs twice in tokens, but every token is unique")
+    on_targets = (weights * target[:, None]).sum(dim=-1)  # (..., B, h, L)
+    per_head = (on_targets * has_target[:, None]).sum(dim=(-3, -1))  # (..., h): sum over the batch and positions
+    return per_head / has_target.sum()
+
+
+def _check_weights(weights):
+    if weights.dim() not in (4, 5):
+        raise ValueError(f"weights must have shape (B, h, L, L) or (n_layers, B, h, L, L), "
+                         f"got {weights.dim()} dimensions: {tuple(weights.shape)}")
+    if weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(f"weights must be self-attention weights with L queries and L keys, "
+                         f"got shape {tuple(weights.shape)}")

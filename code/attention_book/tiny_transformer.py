@@ -1,0 +1,159 @@
+"""A tiny decoder-only transformer built from GroupedQueryAttention, small enough to train on a CPU in seconds.
+
+Tokens and positions are embedded, pass through ``n_layers`` pre-norm blocks, and are unembedded into logits over
+the vocabulary. Two extras make the heads visible: ``attention_weights`` returns every head's pattern, and
+``head_mask`` switches heads off one by one (ablation).
+
+Shape letters: B batch, L sequence length, h query heads, d_model model width, d_head head size.
+"""
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .attention_layer import GroupedQueryAttention
+from .validation import require_divisible, require_positive, require_rank
+
+
+@dataclass(frozen=True)
+class TinyTransformerConfig:
+    """Sizes of a TinyTransformer. Bad sizes raise ValueError when the config is made."""
+
+    vocab_size: int
+    max_len: int  # the longest sequence L the position embedding covers
+    d_model: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int | None = None  # None: one K/V head per query head (MHA)
+    mlp: bool = True  # False: an attention-only transformer
+
+    def __post_init__(self):
+        require_positive(vocab_size=self.vocab_size, max_len=self.max_len, d_model=self.d_model,
+                         n_layers=self.n_layers, n_heads=self.n_heads)
+        require_divisible("d_model", self.d_model, "n_heads", self.n_heads)
+        if self.n_kv_heads is not None:
+            require_positive(n_kv_heads=self.n_kv_heads)
+            require_divisible("n_heads", self.n_heads, "n_kv_heads", self.n_kv_heads)
+        if not isinstance(self.mlp, bool):
+            raise ValueError(f"mlp={self.mlp!r} must be True or False")
+
+
+@contextmanager
+def scaled_heads(attn, head_scale):
+    """Within the block, multiply head i's output by ``head_scale[i]`` before ``attn.o_proj`` mixes the heads.
+
+    ``head_scale`` has shape (h,); None changes nothing. The output projection's input is the heads' outputs side
+    by side, (B, L, h * d_head), so a forward pre-hook on ``o_proj`` can scale each head's slice of it without
+    touching the attention layer's code. A 0 removes the head's contribution entirely: an ablation.
+    """
+    if head_scale is None:
+        yield
+        return
+
+    def scale_input(o_proj, inputs):
+        (heads,) = inputs  # (B, L, h * d_head)
+        B, L, _ = heads.shape
+        heads = heads.view(B, L, attn.n_heads, attn.d_head) * head_scale[:, None]  # (B, L, h, d_head)
+        return (heads.view(B, L, attn.n_heads * attn.d_head),)
+
+    handle = attn.o_proj.register_forward_pre_hook(scale_input)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+class TransformerBlock(nn.Module):
+    """One pre-norm block: x + attention(LayerNorm(x)), then x + MLP(LayerNorm(x)) if the config has an MLP.
+
+    The attention is causal: position i sees positions 0 .. i. The MLP is d_model -> 4 d_model -> GELU -> d_model.
+    """
+
+    def __init__(self, config: TinyTransformerConfig):
+        super().__init__()
+        d_model = config.d_model
+        self.attn_norm = nn.LayerNorm(d_model)
+        self.attn = GroupedQueryAttention(d_model, config.n_heads, config.n_kv_heads)
+        self.mlp_norm = nn.LayerNorm(d_model) if config.mlp else None
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
+        ) if config.mlp else None
+
+    def forward(self, x, head_scale=None, need_weights=False):
+        """x (B, L, d_model), head_scale (h,) or None -> x (B, L, d_model), weights (B, h, L, L) or None."""
+        with scaled_heads(self.attn, head_scale):
+            attended, weights = self.attn(self.attn_norm(x), is_causal=True, need_weights=need_weights)
+        x = x + attended
+        if self.mlp is not None:
+            x = x + self.mlp(self.mlp_norm(x))
+        return x, weights
+
+
+class TinyTransformer(nn.Module):
+    """A decoder-only transformer: embeddings, ``n_layers`` TransformerBlocks, a final LayerNorm, an unembedding.
+
+    Positions use a learned embedding, one vector per position 0 .. max_len - 1.
+    """
+
+    def __init__(self, config: TinyTransformerConfig):
+        super().__init__()
+        self.config = config
+        self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.position_embedding = nn.Embedding(config.max_len, config.d_model)
+        self.blocks = nn.ModuleList(TransformerBlock(config) for _ in range(config.n_layers))
+        self.final_norm = nn.LayerNorm(config.d_model)
+        self.unembed = nn.Linear(config.d_model, config.vocab_size)
+
+    def forward(self, tokens, head_mask=None, return_weights=False):
+        """Next-token logits for every position.
+
+        Args:
+            tokens: integer token ids, shape (B, L), with L <= max_len.
+            head_mask: optional, shape (n_layers, n_heads). Head j of layer l has its output multiplied by
+                head_mask[l, j] before the layer's output projection: 1 keeps the head, 0 ablates it.
+            return_weights: also return every head's attention weights (slower: the book's own attention).
+
+        Returns:
+            logits: shape (B, L, vocab_size); logits[:, i] depend only on tokens[:, :i + 1].
+            weights (only with return_weights): shape (n_layers, B, h, L, L).
+        """
+        self._check_tokens(tokens)
+        head_mask = self._check_head_mask(head_mask)
+        positions = torch.arange(tokens.shape[1], device=tokens.device)  # (L,)
+        x = self.token_embedding(tokens) + self.position_embedding(positions)  # (B, L, d_model)
+        all_weights = []
+        for layer, block in enumerate(self.blocks):
+            head_scale = None if head_mask is None else head_mask[layer]  # (h,)
+            x, weights = block(x, head_scale, need_weights=return_weights)
+            all_weights.append(weights)
+        logits = self.unembed(self.final_norm(x))  # (B, L, vocab_size)
+        if return_weights:
+            return logits, torch.stack(all_weights)  # (n_layers, B, h, L, L)
+        return logits
+
+    @torch.no_grad()
+    def attention_weights(self, tokens, head_mask=None):
+        """Every layer's per-head attention weights for tokens (B, L): shape (n_layers, B, h, L, L)."""
+        return self(tokens, head_mask, return_weights=True)[1]
+
+    def _check_tokens(self, tokens):
+        require_rank("tokens", tokens, 2, "B, L")
+        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+            raise ValueError(f"tokens must hold integer token ids, got {tokens.dtype}")
+        if tokens.shape[1] > self.config.max_len:
+            raise ValueError(f"tokens have length L={tokens.shape[1]} but the model has max_len={self.config.max_len}")
+        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.config.vocab_size):
+            raise ValueError(f"tokens must lie in 0 .. vocab_size - 1 = {self.config.vocab_size - 1}, "
+                             f"got values from {tokens.min().item()} to {tokens.max().item()}")
+
+    def _check_head_mask(self, head_mask):
+        """None, or head_mask as a float tensor of shape (n_layers, n_heads) on the model's device."""
+        if head_mask is None:
+            return None
+        weight = self.unembed.weight
+        head_mask = torch.as_tensor(head_mask, dtype=weight.dtype, device=weight.device)
+        expected = (self.config.n_layers, self.config.n_heads)
+        if head_mask.shape != expected:
+            raise ValueError(f"head_mask must have shape (n_layers, n_heads) = {expected}, got {tuple(head_mask.shape)}")
+        return head_mask

@@ -1,0 +1,59 @@
+"""A plain training loop: AdamW, cross-entropy, a fixed seed, a progress bar and a loss history.
+
+Imported only when a chapter trains something, so ``import attention_book`` stays light.
+"""
+import warnings
+
+import torch
+import torch.nn.functional as F
+from tqdm import TqdmWarning
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", TqdmWarning)  # without ipywidgets, fall back to a text bar quietly
+    from tqdm.auto import tqdm
+
+
+def train(model, make_batch, steps, lr=3e-3, seed=0, desc="training", progress=True, threads=1):
+    """Train ``model`` for ``steps`` steps and return the loss of every step.
+
+    Args:
+        model: maps a batch of inputs to logits of shape (..., n_classes).
+        make_batch: ``make_batch(generator) -> (inputs, targets)``, targets of shape (...) holding class
+            indices; it draws its randomness from the generator, so the data is the same on every run.
+        seed: seeds the data generator and any randomness during training (such as dropout). The model
+            is already built, so seed its initialisation yourself: ``torch.manual_seed(0)`` before creating it.
+        threads: CPU threads for the duration of training. The book's models are so small that one
+            thread is fastest: more threads mostly wait for each other, badly so when the cores are busy.
+
+    The same seeds, model and data give the same losses on the same machine.
+    """
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _train(model, make_batch, steps, lr, seed, desc, progress)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _train(model, make_batch, steps, lr, seed, desc, progress):
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in tqdm(range(steps), desc=desc, disable=not progress):
+        inputs, targets = make_batch(generator)
+        logits = model(inputs)
+        loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+@torch.no_grad()
+def accuracy(model, inputs, targets):
+    """Fraction of positions where the model's most likely class is the target."""
+    return (model(inputs).argmax(dim=-1) == targets).float().mean().item()
