@@ -29,7 +29,7 @@ def test_flow_draws_one_box_per_shown_head(n_heads, shown):
     fig = diagrams.draw_mha_flow(n_heads)
     assert len(boxes(fig, "head")) == shown
     labels = texts(fig)
-    assert f"head {n_heads}" in labels and "head 1" in labels
+    assert f"head {n_heads - 1}" in labels and "head 0" in labels  # numbered from 0, as in code
     assert ("..." in labels) == (n_heads > 5)
     for kind in ("input", "concat", "output"):
         assert len(boxes(fig, kind)) == 1
@@ -38,7 +38,7 @@ def test_flow_draws_one_box_per_shown_head(n_heads, shown):
 
 def test_flow_shows_widths_when_d_model_is_given():
     labels = texts(diagrams.draw_mha_flow(8, d_model=512))
-    assert "head 1\nwidth 64" in labels
+    assert "head 0\nwidth 64" in labels
     assert "input X (B, L, 512)" in labels
 
 

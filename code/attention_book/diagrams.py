@@ -31,17 +31,17 @@ def _arrow(ax, start, end, label=None):
 
 
 def _shown_heads(n_heads, max_shown):
-    """Head numbers to draw (1-based); None marks the '...' box when some are left out."""
+    """Head numbers to draw (0-based, as in code); None marks the '...' box when some are left out."""
     if n_heads <= max_shown:
-        return list(range(1, n_heads + 1))
-    return list(range(1, max_shown - 1)) + [None, n_heads]
+        return list(range(n_heads))
+    return list(range(max_shown - 2)) + [None, n_heads - 1]
 
 
 def draw_mha_flow(n_heads=4, d_model=None, max_shown=5):
     """The data flow of multi-head attention: input -> projections -> h heads -> concat -> W_O -> output.
 
     Args:
-        n_heads: number of heads h. More than ``max_shown`` are drawn as head 1, 2, ..., h.
+        n_heads: number of heads h. More than ``max_shown`` are drawn as head 0, 1, ..., h - 1.
         d_model: if given (it must be divisible by n_heads), boxes also show widths.
     """
     require_positive(n_heads=n_heads, max_shown=max_shown)
@@ -69,7 +69,7 @@ def draw_mha_flow(n_heads=4, d_model=None, max_shown=5):
         _box(ax, x, 3.4, min(1.2, width / len(heads) - 0.15), 0.6, label, "head", fontsize=8)
         _arrow(ax, (centre, 4.325), (x, 3.7))
         _arrow(ax, (x, 3.1), (centre, 2.275))
-    ax.text(centre, 2.62, "each head i: softmax(Q_i K_iᵀ / √d_head) V_i, on its own slice of Q, K, V",
+    ax.text(centre, 3.95, "each head i: softmax(Q_i K_iᵀ / √d_head) V_i, on its own slice of Q, K, V",
             ha="center", va="center", fontsize=8, style="italic",
             bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.5})
     _box(ax, centre, 2.0, 3.4, 0.5, "concatenate heads" + wide, "concat")

@@ -8,7 +8,7 @@ from ._compare import CheckFailed, _call, _compare, _describe
 
 def check_split_heads(fn):
     """fn(x, n_heads): (B, L, d_model) -> (B, h, L, d_head), head j holding columns j*d_head:(j+1)*d_head."""
-    task = "return x.view(B, L, n_heads, d_head).transpose(1, 2)."
+    task = "cut the last dimension into n_heads slices of d_head, then move the head dimension before L."
     gen = torch.Generator().manual_seed(3)
     cases = [(2, 5, 12, 3), (1, 4, 8, 8), (3, 2, 30, 5)]  # (B, L, d_model, n_heads)
     for B, L, d_model, h in cases:
@@ -21,7 +21,7 @@ def check_split_heads(fn):
 
 def check_merge_heads(fn):
     """fn(x): (B, h, L, d_head) -> (B, L, h * d_head), the inverse of split_heads."""
-    task = "return x.transpose(1, 2).reshape(B, L, h * d_head)."
+    task = "move the head dimension back after L, then join the heads' slices into one dimension."
     gen = torch.Generator().manual_seed(4)
     cases = [(2, 3, 5, 4), (1, 8, 4, 1), (3, 5, 2, 6)]  # (B, h, L, d_head)
     for B, h, L, d in cases:
@@ -41,16 +41,18 @@ def check_param_count(fn):
         expected = sum(p.numel() for p in layer.parameters())
         got = _call(fn, (d_model, h, g, bias), task)
         if got != expected:
+            biases = sum(p.numel() for name, p in layer.named_parameters() if name.endswith("bias"))
+            hint = ("did you count the biases?" if bias and got == expected - biases else
+                    f"K and V project to n_kv_heads * d_head = {g * (d_model // h)} columns, not d_model")
             raise CheckFailed(f"param_count(d_model={d_model}, n_heads={h}, n_kv_heads={g}, bias={bias}): "
-                              f"expected {expected:,}, got {got!r}\nHint: K and V project to "
-                              f"n_kv_heads * d_head = {g * (d_model // h)} columns, not d_model")
+                              f"expected {expected:,}, got {got!r}\nHint: {hint}")
     print(f"✓ param_count matches the layer's parameters for {len(cases)} configurations, MHA, GQA and MQA.")
 
 
 def check_to_torch_mha(fn):
     """fn(layer) -> nn.MultiheadAttention(batch_first=True) computing what the MHA ``layer`` computes."""
-    task = ("build nn.MultiheadAttention(d_model, n_heads, batch_first=True) and copy in_proj_weight "
-            "(W_q, W_k, W_v stacked), in_proj_bias and out_proj.")
+    task = ("build an nn.MultiheadAttention that reads (B, L, d_model) inputs, and copy the layer's four "
+            "projections into it (its in_proj_weight stacks three of them).")
     for seed, (d_model, h) in enumerate([(16, 4), (24, 3), (8, 1)]):
         with torch.random.fork_rng():  # random layers without disturbing the notebook's generator
             torch.manual_seed(seed)
@@ -61,8 +63,12 @@ def check_to_torch_mha(fn):
             raise CheckFailed(f"expected an nn.MultiheadAttention, got {_describe(mha)}")
         mask = causal_mask(5)
         expected, _ = layer(x, mask=mask)
-        with torch.no_grad():
-            got, _ = mha(x, x, x, attn_mask=~mask)  # nn.MultiheadAttention: True = blocked
+        try:
+            with torch.no_grad():
+                got, _ = mha(x, x, x, attn_mask=~mask)  # nn.MultiheadAttention: True = blocked
+        except RuntimeError as error:
+            raise CheckFailed(f"your nn.MultiheadAttention on x {tuple(x.shape)} with a (5, 5) causal mask "
+                              f"raised: {error}\nHint: did you set batch_first=True?") from None
         _compare("your nn.MultiheadAttention", f"d_model={d_model}, n_heads={h}, x {tuple(x.shape)}, causal mask",
                  expected.detach(), got, hint="did you set batch_first=True and copy the biases too?")
     print("✓ your nn.MultiheadAttention computes the same outputs as the book's layer on 3 configurations.")

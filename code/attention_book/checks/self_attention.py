@@ -31,7 +31,7 @@ def check_sinusoidal(fn):
     task = "column 2i holds sin(p / 10000^(2i / d_model)), column 2i + 1 the cosine of the same angle."
     for L, d_model in [(1, 2), (6, 8), (50, 16), (10, 64)]:
         _compare("your position encoding", f"L={L}, d_model={d_model}", sinusoidal_positions(L, d_model),
-                 _call(fn, (L, d_model), task), hint="the exponent is 2i / d_model, with i the pair's index")
+                 _call(fn, (L, d_model), task), hint="column 2i is the sine and 2i + 1 the cosine; the exponent is 2i / d_model")
     print("✓ your sinusoidal encoding matches attention_book.sinusoidal_positions for 4 sizes.")
 
 
