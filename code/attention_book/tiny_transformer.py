@@ -40,24 +40,25 @@ class TinyTransformerConfig:
 
 
 @contextmanager
-def scaled_heads(attn, head_scale):
-    """Within the block, multiply head i's output by ``head_scale[i]`` before ``attn.o_proj`` mixes the heads.
+def masked_heads(attn, head_mask):
+    """Inside the ``with``, ``attn`` multiplies head i's output by ``head_mask[i]`` before ``o_proj`` mixes the heads.
 
-    ``head_scale`` has shape (h,); None changes nothing. The output projection's input is the heads' outputs side
-    by side, (B, L, h * d_head), so a forward pre-hook on ``o_proj`` can scale each head's slice of it without
-    touching the attention layer's code. A 0 removes the head's contribution entirely: an ablation.
+    ``head_mask`` has shape (h,); None changes nothing. The input of the output projection is the heads' outputs
+    side by side, (B, L, h * d_head), so a forward pre-hook on ``o_proj`` can scale each head's slice of it without
+    changing GroupedQueryAttention. A 0 removes the head's contribution entirely: an ablation. The same result as
+    zeroing head i's d_head columns of ``o_proj.weight``, without touching the weights.
     """
-    if head_scale is None:
+    if head_mask is None:
         yield
         return
 
-    def scale_input(o_proj, inputs):
+    def mask_input(o_proj, inputs):
         (heads,) = inputs  # (B, L, h * d_head)
         B, L, _ = heads.shape
-        heads = heads.view(B, L, attn.n_heads, attn.d_head) * head_scale[:, None]  # (B, L, h, d_head)
+        heads = heads.view(B, L, attn.n_heads, attn.d_head) * head_mask[:, None]  # (B, L, h, d_head)
         return (heads.view(B, L, attn.n_heads * attn.d_head),)
 
-    handle = attn.o_proj.register_forward_pre_hook(scale_input)
+    handle = attn.o_proj.register_forward_pre_hook(mask_input)
     try:
         yield
     finally:
@@ -80,9 +81,9 @@ class TransformerBlock(nn.Module):
             nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
         ) if config.mlp else None
 
-    def forward(self, x, head_scale=None, need_weights=False):
-        """x (B, L, d_model), head_scale (h,) or None -> x (B, L, d_model), weights (B, h, L, L) or None."""
-        with scaled_heads(self.attn, head_scale):
+    def forward(self, x, head_mask=None, need_weights=False):
+        """x (B, L, d_model), head_mask (h,) or None -> x (B, L, d_model), weights (B, h, L, L) or None."""
+        with masked_heads(self.attn, head_mask):
             attended, weights = self.attn(self.attn_norm(x), is_causal=True, need_weights=need_weights)
         x = x + attended
         if self.mlp is not None:
@@ -124,8 +125,8 @@ class TinyTransformer(nn.Module):
         x = self.token_embedding(tokens) + self.position_embedding(positions)  # (B, L, d_model)
         all_weights = []
         for layer, block in enumerate(self.blocks):
-            head_scale = None if head_mask is None else head_mask[layer]  # (h,)
-            x, weights = block(x, head_scale, need_weights=return_weights)
+            layer_mask = None if head_mask is None else head_mask[layer]  # (h,)
+            x, weights = block(x, layer_mask, need_weights=return_weights)
             all_weights.append(weights)
         logits = self.unembed(self.final_norm(x))  # (B, L, vocab_size)
         if return_weights:
@@ -155,5 +156,6 @@ class TinyTransformer(nn.Module):
         head_mask = torch.as_tensor(head_mask, dtype=weight.dtype, device=weight.device)
         expected = (self.config.n_layers, self.config.n_heads)
         if head_mask.shape != expected:
-            raise ValueError(f"head_mask must have shape (n_layers, n_heads) = {expected}, got {tuple(head_mask.shape)}")
+            raise ValueError(f"head_mask must have shape (n_layers, n_heads) = {expected}, "
+                             f"got {tuple(head_mask.shape)}")
         return head_mask
