@@ -13,7 +13,8 @@ with warnings.catch_warnings():
     from tqdm.auto import tqdm
 
 
-def train(model, make_batch, steps, lr=3e-3, seed=0, desc="training", progress=True, threads=1):
+def train(model, make_batch, steps, lr=3e-3, seed=0, desc="training", progress=True, threads=1,
+          callback=None, every=10):
     """Train ``model`` for ``steps`` steps and return the loss of every step.
 
     Args:
@@ -22,6 +23,8 @@ def train(model, make_batch, steps, lr=3e-3, seed=0, desc="training", progress=T
             indices; it draws its randomness from the generator, so the data is the same on every run.
         seed: seeds the data generator and any randomness during training (such as dropout). The model
             is already built, so seed its initialisation yourself: ``torch.manual_seed(0)`` before creating it.
+        callback: if given, ``callback(step)`` is called before step 0 and after every ``every`` steps, to
+            measure something as training goes (it should not use the global random generator).
         threads: CPU threads for the duration of training. The book's models are so small that one
             thread is fastest: more threads mostly wait for each other, badly so when the cores are busy.
 
@@ -30,18 +33,20 @@ def train(model, make_batch, steps, lr=3e-3, seed=0, desc="training", progress=T
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return _train(model, make_batch, steps, lr, seed, desc, progress)
+        return _train(model, make_batch, steps, lr, seed, desc, progress, callback, every)
     finally:
         torch.set_num_threads(previous_threads)
 
 
-def _train(model, make_batch, steps, lr, seed, desc, progress):
+def _train(model, make_batch, steps, lr, seed, desc, progress, callback, every):
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     losses = []
-    for _ in tqdm(range(steps), desc=desc, disable=not progress):
+    for step in tqdm(range(steps), desc=desc, disable=not progress):
+        if callback is not None and step % every == 0:
+            callback(step)
         inputs, targets = make_batch(generator)
         logits = model(inputs)
         loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten())
@@ -49,6 +54,8 @@ def _train(model, make_batch, steps, lr, seed, desc, progress):
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+    if callback is not None:
+        callback(steps)
     model.eval()
     return losses
 

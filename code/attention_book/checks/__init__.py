@@ -8,10 +8,12 @@ from ._compare import CheckFailed
 from .multi_head import check_merge_heads, check_param_count, check_split_heads, check_to_torch_mha
 from .self_attention import check_self_attention, check_sinusoidal, check_weights_bytes
 from .single_head import check_attention, check_causal_mask, check_stable_softmax
+from .what_heads_learn import check_ablation, check_induction_score, check_previous_token_score
 
 __all__ = [
     "CheckFailed",
     "check_attention", "check_causal_mask", "check_stable_softmax",
     "check_self_attention", "check_sinusoidal", "check_weights_bytes",
     "check_merge_heads", "check_param_count", "check_split_heads", "check_to_torch_mha",
+    "check_ablation", "check_induction_score", "check_previous_token_score",
 ]

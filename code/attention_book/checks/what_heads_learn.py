@@ -1,0 +1,65 @@
+"""Checks for chapter 4's exercises: the head scores and head ablation."""
+import torch
+
+from ..ablation import ablation_losses
+from ..head_scores import induction_score, previous_token_score
+from ..masks import causal_mask
+from ..tasks import repeated_sequence
+from ..tiny_transformer import TinyTransformer, TinyTransformerConfig
+from ._compare import CheckFailed, _call, _compare
+
+
+def _causal_weights(generator, B, h, L, sharpness):
+    scores = torch.randn(B, h, L, L, generator=generator) * sharpness
+    return torch.softmax(scores.masked_fill(~causal_mask(L), float("-inf")), dim=-1)  # (B, h, L, L)
+
+
+def check_previous_token_score(fn):
+    """fn(weights (B, h, L, L)) -> (h,): mean weight from position i to i - 1, over i >= 1 and the batch."""
+    task = "average weights[:, :, i, i - 1] over i = 1 .. L - 1 and over the batch, keeping one number per head."
+    gen = torch.Generator().manual_seed(6)
+    perfect = torch.zeros(1, 1, 5, 5)
+    perfect[0, 0, 0, 0] = 1.0
+    perfect[0, 0, torch.arange(1, 5), torch.arange(4)] = 1.0
+    cases = [("a perfect previous-token head", perfect)] + [
+        (f"random causal weights of shape {(B, h, L, L)}", _causal_weights(gen, B, h, L, s))
+        for B, h, L, s in [(2, 3, 6, 1.0), (4, 2, 9, 3.0)]]
+    for tried, weights in cases:
+        _compare("your previous-token score", tried, previous_token_score(weights), _call(fn, (weights,), task),
+                 hint="the weight on i - 1 sits just below the diagonal: weights.diagonal(offset=-1, ...)")
+    print(f"✓ your previous-token score matches the package's on {len(cases)} patterns, a perfect one included.")
+
+
+def check_induction_score(fn):
+    """fn(weights (B, h, L, L), tokens (B, L)) -> (h,): mean weight on the position after the earlier occurrence."""
+    task = ("for each query whose token occurred earlier at j, take the weight on key j + 1; average over those "
+            "queries and the batch, one number per head.")
+    gen = torch.Generator().manual_seed(7)
+    for B, h, L, s in [(2, 2, 12, 1.0), (3, 4, 16, 3.0)]:
+        tokens, _ = repeated_sequence(gen, batch_size=B, seq_len=L, vocab_size=16, min_pattern_len=3)
+        weights = _causal_weights(gen, B, h, L, s)
+        _compare("your induction score", f"weights {(B, h, L, L)} and repeated tokens {(B, L)}",
+                 induction_score(weights, tokens), _call(fn, (weights, tokens), task),
+                 hint="only queries whose token appeared before count; the target key is one after that appearance")
+    print("✓ your induction score matches the package's on 2 batches of repeated sequences.")
+
+
+def check_ablation(fn):
+    """fn(model, tokens, targets, layer, head) -> the rise in loss when that one head is switched off."""
+    task = "compute the loss with head_mask all ones except a 0 at [layer, head], minus the loss of the whole model."
+    with torch.random.fork_rng():
+        torch.manual_seed(8)
+        model = TinyTransformer(TinyTransformerConfig(vocab_size=16, max_len=16, d_model=16, n_layers=2, n_heads=2,
+                                                      mlp=False)).eval()
+    tokens, targets = repeated_sequence(torch.Generator().manual_seed(9), batch_size=16, seq_len=16, vocab_size=16,
+                                        min_pattern_len=3)
+    expected = ablation_losses(model, tokens, targets)
+    for layer in range(2):
+        for head in range(2):
+            got = _call(fn, (model, tokens, targets, layer, head), task)
+            got = got.item() if isinstance(got, torch.Tensor) else got
+            if not isinstance(got, float) or abs(got - expected[layer, head].item()) > 1e-4:
+                raise CheckFailed(f"your ablation of layer {layer}, head {head} on a 2-layer, 2-head model: expected "
+                                  f"a loss rise of {expected[layer, head].item():.5f}, got {got!r}\nHint: pass "
+                                  "head_mask to the model, and leave out targets of -100 as F.cross_entropy does")
+    print("✓ your ablation matches attention_book.ablation for all 4 heads of a small model.")
