@@ -1,8 +1,8 @@
 """One attention layer for MHA, GQA and MQA: n_heads query heads share n_kv_heads key/value heads."""
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from .grouped_sdpa import grouped_query_sdpa
 from .kv_cache import KVCache
 from .masks import causal_mask
 from .sdpa import scaled_dot_product_attention
@@ -54,7 +54,8 @@ class GroupedQueryAttention(nn.Module):
             cache: a ``KVCache`` (see ``new_cache``). This call's keys and values are appended to it and
                 the queries attend to everything cached, so S = cache.length afterwards.
             need_weights: if True, run the book's own ``scaled_dot_product_attention`` and return the
-                per-head weights; if False, run PyTorch's fused kernel and return None for them.
+                per-head weights; if False, run PyTorch's fused kernel (``grouped_query_sdpa``, which reads
+                each K/V head once per group) and return None for them.
 
         Returns:
             out: shape (B, L, d_model).
@@ -74,8 +75,7 @@ class GroupedQueryAttention(nn.Module):
             v = v.repeat_interleave(group, dim=1)
             out, weights = scaled_dot_product_attention(q, k, v, mask)
         else:
-            gqa = self.n_kv_heads != self.n_heads
-            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa), None
+            out, weights = grouped_query_sdpa(q, k, v, mask), None  # PyTorch's fused kernel
         out = out.transpose(1, 2).reshape(B, L, self.n_heads * self.d_head)  # concatenate the heads
         return self.o_proj(out), weights
 
