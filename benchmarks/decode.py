@@ -11,12 +11,12 @@ The bandwidth is measured here too, by summing a large tensor.
 """
 import argparse
 import json
-import time
 
 import torch
 import torch.nn.functional as F
 
 from attention_book.grouped_sdpa import grouped_query_sdpa
+from attention_book.measure import median_seconds, read_bandwidth
 
 IMPLEMENTATIONS = {
     "folded": grouped_query_sdpa,  # the package's: query heads of a group stacked along L
@@ -24,23 +24,6 @@ IMPLEMENTATIONS = {
     "repeat_interleave": lambda q, k, v: F.scaled_dot_product_attention(
         q, k.repeat_interleave(q.shape[1] // k.shape[1], dim=1), v.repeat_interleave(q.shape[1] // k.shape[1], dim=1)),
 }
-
-
-def median_seconds(fn, min_total=0.3, min_runs=5):
-    """Median wall time of fn(), repeated until min_total seconds and min_runs runs have passed."""
-    fn()  # warm-up
-    times = []
-    while len(times) < min_runs or sum(times) < min_total:
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
-
-
-def read_bandwidth(n_bytes=512 * 2**20):
-    """Bytes per second that summing an n_bytes fp32 tensor achieves: a read-bound operation."""
-    x = torch.ones(n_bytes // 4)
-    return n_bytes / median_seconds(lambda: x.sum())
 
 
 def main():

@@ -73,3 +73,9 @@ class KVCache:
     def reset(self) -> None:
         """Forget every cached token (the memory stays allocated)."""
         self.length = 0
+
+
+def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_element):
+    """Bytes of cache one token takes in a whole model: 2 (K and V) x n_layers x n_kv_heads x d_head x bytes."""
+    require_positive(n_layers=n_layers, n_kv_heads=n_kv_heads, d_head=d_head, bytes_per_element=bytes_per_element)
+    return 2 * n_layers * n_kv_heads * d_head * bytes_per_element

@@ -1,0 +1,24 @@
+"""Timing helpers for the chapters and benchmarks: a robust median, and the machine's memory read bandwidth."""
+import time
+
+import torch
+
+
+def median_seconds(fn, min_total=0.3, min_runs=5):
+    """Median wall time of fn(), after one warm-up call, repeated until min_total seconds and min_runs runs."""
+    fn()
+    times = []
+    while len(times) < min_runs or sum(times) < min_total:
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def read_bandwidth(n_bytes=512 * 2**20):
+    """Bytes per second this machine reads from memory, measured by summing an n_bytes fp32 tensor.
+
+    Summing does one addition per 4 bytes read, so it is limited by how fast memory delivers the data.
+    """
+    x = torch.ones(n_bytes // 4)
+    return n_bytes / median_seconds(lambda: x.sum())

@@ -1,0 +1,19 @@
+"""The timing helpers return sensible quantities (their values are not asserted beyond that)."""
+from attention_book.kv_cache import kv_cache_bytes_per_token
+from attention_book.measure import median_seconds, read_bandwidth
+
+
+def test_median_seconds_runs_enough_times():
+    calls = []
+    seconds = median_seconds(lambda: calls.append(1), min_total=0.0, min_runs=5)
+    assert len(calls) == 6 and seconds >= 0  # one warm-up and five timed runs
+
+
+def test_read_bandwidth_is_positive():
+    assert read_bandwidth(n_bytes=8 * 2**20) > 0
+
+
+def test_cache_bytes_per_token_matches_published_sizes():
+    assert kv_cache_bytes_per_token(32, 32, 128, 2) == 524_288  # Llama 2 7B, fp16: 512 KiB
+    assert kv_cache_bytes_per_token(80, 8, 128, 2) == 320 * 2**10  # Llama 2 70B, fp16: 320 KiB
+    assert kv_cache_bytes_per_token(32, 8, 128, 2) == 128 * 2**10  # Llama 3 8B, fp16: 128 KiB
