@@ -1,0 +1,46 @@
+"""Checks for chapter 7's exercises: MQA's parameters, attention with one shared K/V head, a decode-speed bound."""
+import torch
+
+from ..attention_layer import GroupedQueryAttention
+from ..grouped_sdpa import grouped_query_sdpa
+from ..kv_cache import kv_cache_bytes_per_token
+from ._compare import CheckFailed, _call, _compare
+
+
+def check_mqa_param_count(fn):
+    """fn(d_model, n_heads) -> parameters of GroupedQueryAttention(d_model, n_heads, n_kv_heads=1) (with biases)."""
+    task = "W_q and W_o are d_model x d_model, but W_k and W_v only d_model x d_head; add the biases."
+    for d_model, h in [(512, 8), (64, 4), (96, 12), (30, 5)]:
+        expected = sum(p.numel() for p in GroupedQueryAttention(d_model, h, 1).parameters())
+        got = _call(fn, (d_model, h), task)
+        if got != expected:
+            raise CheckFailed(f"mqa_param_count(d_model={d_model}, n_heads={h}): expected {expected:,}, got {got!r}"
+                              f"\nHint: d_head = d_model // n_heads = {d_model // h}")
+    print("✓ mqa_param_count matches the layer for 4 sizes.")
+
+
+def check_mqa_attention(fn):
+    """fn(q (B, h, L, d), k (B, 1, S, d), v (B, 1, S, d)) -> (B, h, L, d), without copying K and V per head."""
+    task = "compute softmax(q kᵀ / √d) v, letting the size-1 head dimension of k and v broadcast over the h heads."
+    gen = torch.Generator().manual_seed(10)
+    for B, h, L, S, d in [(2, 4, 1, 7, 8), (1, 8, 3, 5, 4), (3, 2, 4, 4, 16)]:
+        q = torch.randn(B, h, L, d, generator=gen)
+        k, v = (torch.randn(B, 1, S, d, generator=gen) for _ in range(2))
+        _compare("your MQA attention", f"q {tuple(q.shape)}, k and v {tuple(k.shape)}", grouped_query_sdpa(q, k, v),
+                 _call(fn, (q, k, v), task), hint="q @ k.transpose(-2, -1) broadcasts (B, 1, d, S) over the h heads")
+    print("✓ your MQA attention matches grouped_query_sdpa on 3 inputs.")
+
+
+def check_tokens_per_second_bound(fn):
+    """fn(bandwidth, n_layers, n_kv_heads, d_head, context, bytes_per_element) -> the fastest decode rate."""
+    task = "each step must read the whole cache once: bandwidth / (bytes per token x context)."
+    cases = [(25e9, 32, 32, 128, 4096, 2), (25e9, 32, 8, 128, 4096, 2), (900e9, 80, 8, 128, 8192, 2),
+             (25e9, 18, 1, 256, 2048, 4)]
+    for bandwidth, n_layers, g, d_head, context, b in cases:
+        expected = bandwidth / (kv_cache_bytes_per_token(n_layers, g, d_head, b) * context)
+        got = _call(fn, (bandwidth, n_layers, g, d_head, context, b), task)
+        if not isinstance(got, (int, float)) or abs(got - expected) > 1e-6 * expected:
+            raise CheckFailed(f"bandwidth {bandwidth / 1e9:.0f} GB/s, n_layers={n_layers}, n_kv_heads={g}, "
+                              f"d_head={d_head}, context {context}, {b} bytes per element: expected {expected:.3f} "
+                              f"tokens per second, got {got!r}")
+    print(f"✓ tokens_per_second_bound is right for {len(cases)} models and machines.")
