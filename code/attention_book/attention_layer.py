@@ -55,7 +55,7 @@ class GroupedQueryAttention(nn.Module):
                 the queries attend to everything cached, so S = cache.length afterwards.
             need_weights: if True, run the book's own ``scaled_dot_product_attention`` and return the
                 per-head weights; if False, run PyTorch's fused kernel (``grouped_query_sdpa``, which reads
-                each K/V head once per group) and return None for them.
+                each K/V head once, not once per query head) and return None for them.
 
         Returns:
             out: shape (B, L, d_model).

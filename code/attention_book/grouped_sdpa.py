@@ -1,4 +1,4 @@
-"""Grouped-query attention through PyTorch's fused kernel, reading each K/V head once per group."""
+"""Grouped-query attention through PyTorch's fused kernel, reading each K/V head once, not once per query head."""
 import torch.nn.functional as F
 
 
@@ -16,7 +16,8 @@ def grouped_query_sdpa(q, k, v, mask=None):
         ``F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)``.
 
     The h / g query heads of a group all read the same K and V, so they are stacked along the query-length
-    dimension: q becomes (B, g, (h / g) * L, d) and each K/V head is read once per group. Decoding one token
+    dimension: q becomes (B, g, (h / g) * L, d) and each K/V head is read once, instead of once for every
+    query head of its group. Decoding one token
     (L = 1) is limited by how fast K and V can be read, so reading them h / g times less is what makes
     MQA and GQA decode faster. (On CPUs, ``enable_gqa=True`` does not do this.)
     """
