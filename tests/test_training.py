@@ -34,3 +34,10 @@ def test_it_learns_and_accuracy_measures_it():
     assert losses[-1] < losses[0] / 10
     assert before < 0.9 and accuracy(net, x, y) == 1.0
     assert not net.training  # left in eval mode
+
+
+def test_smoothed_is_a_centred_moving_average():
+    from attention_book.training import smoothed
+
+    assert smoothed([0, 3, 6, 9], half_window=1) == [1.5, 3.0, 6.0, 7.5]
+    assert smoothed([4.0, 4.0, 4.0]) == [4.0, 4.0, 4.0]

@@ -64,3 +64,9 @@ def _train(model, make_batch, steps, lr, seed, desc, progress, callback, every):
 def accuracy(model, inputs, targets):
     """Fraction of positions where the model's most likely class is the target."""
     return (model(inputs).argmax(dim=-1) == targets).float().mean().item()
+
+
+def smoothed(losses, half_window=10):
+    """A centred moving average of a loss history: entry i averages losses[i - half_window : i + half_window + 1]."""
+    return [sum(losses[max(0, i - half_window):i + half_window + 1]) / len(losses[max(0, i - half_window):i + half_window + 1])
+            for i in range(len(losses))]
