@@ -13,16 +13,14 @@ import argparse
 import json
 
 import torch
-import torch.nn.functional as F
 
-from attention_book.grouped_sdpa import grouped_query_sdpa
+from attention_book.grouped_sdpa import gqa_by_repeating_kv, gqa_with_enable_gqa, grouped_query_sdpa
 from attention_book.measure import median_seconds, read_bandwidth
 
 IMPLEMENTATIONS = {
     "folded": grouped_query_sdpa,  # the package's: query heads of a group stacked along L
-    "enable_gqa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-    "repeat_interleave": lambda q, k, v: F.scaled_dot_product_attention(
-        q, k.repeat_interleave(q.shape[1] // k.shape[1], dim=1), v.repeat_interleave(q.shape[1] // k.shape[1], dim=1)),
+    "enable_gqa": gqa_with_enable_gqa,
+    "repeat_interleave": gqa_by_repeating_kv,
 }
 
 

@@ -56,3 +56,14 @@ def test_decoding_one_token_against_a_long_cache():
     k, v = (torch.randn(2, 4, 300, 16, generator=gen) for _ in range(2))  # (B, g, S, d)
     expected = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     torch.testing.assert_close(grouped_query_sdpa(q, k, v, causal_mask(1, 300)), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_the_comparison_implementations_agree_with_the_folded_one():
+    from attention_book.grouped_sdpa import gqa_by_repeating_kv, gqa_with_enable_gqa
+
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 8, 3, 4, generator=gen)
+    k, v = (torch.randn(2, 2, 5, 4, generator=gen) for _ in range(2))
+    folded = grouped_query_sdpa(q, k, v)
+    torch.testing.assert_close(gqa_by_repeating_kv(q, k, v), folded, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(gqa_with_enable_gqa(q, k, v), folded, atol=1e-6, rtol=1e-6)

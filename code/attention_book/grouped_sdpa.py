@@ -1,4 +1,8 @@
-"""Grouped-query attention through PyTorch's fused kernel, reading each K/V head once, not once per query head."""
+"""Grouped-query attention through PyTorch's fused kernel, reading each K/V head once, not once per query head.
+
+``grouped_query_sdpa`` is what the book's layer runs. The two other functions compute the same thing the
+common ways, for comparison in chapter 8 and in ``benchmarks/decode.py``.
+"""
 import torch.nn.functional as F
 
 
@@ -33,3 +37,14 @@ def grouped_query_sdpa(q, k, v, mask=None):
         mask = mask.expand(mask.shape[0], h, L, S).reshape(mask.shape[0], g, group * L, S)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, g, group * L, d)
     return out.reshape(B, h, L, d)
+
+
+def gqa_by_repeating_kv(q, k, v):
+    """The same attention by copying each K/V head for its group: (B, g, S, d) -> (B, h, S, d), then MHA."""
+    group = q.shape[1] // k.shape[1]
+    return F.scaled_dot_product_attention(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1))
+
+
+def gqa_with_enable_gqa(q, k, v):
+    """The same attention by PyTorch's own grouping, ``enable_gqa=True`` (torch >= 2.5)."""
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)

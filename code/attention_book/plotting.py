@@ -29,11 +29,7 @@ def plot_attention(weights, queries, keys, ax=None, title=None, annotate=True):
     if title:
         ax.set_title(title)
     if annotate:
-        for i in range(weights.shape[0]):
-            for j in range(weights.shape[1]):
-                w = weights[i, j].item()
-                ax.text(j, i, f"{w:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if w > 0.6 else "black")
+        _write_weights(ax, weights, decimals=2, fontsize=8)
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return ax
 
@@ -88,12 +84,17 @@ def plot_attention_grid(weights, queries, keys, row_names=None, annotate=False, 
             ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=7)
             ax.set_yticks(range(len(queries)), queries if j == 0 else [""] * len(queries), fontsize=7)
             if annotate:
-                for r in range(weights.shape[2]):
-                    for c in range(weights.shape[3]):
-                        w = weights[i, j, r, c].item()
-                        ax.text(c, r, f"{w:.1f}", ha="center", va="center", fontsize=6,
-                                color="white" if w > 0.6 else "black")
+                _write_weights(ax, weights[i, j], decimals=1, fontsize=6)
         if n_layers > 1:
             axes[i, 0].set_ylabel(row_names[i])
     fig.tight_layout()
     return fig
+
+
+def _write_weights(ax, weights, decimals, fontsize):
+    """Write each weight of an (L, S) heatmap in its cell, white on the dark cells."""
+    for row in range(weights.shape[0]):
+        for col in range(weights.shape[1]):
+            w = weights[row, col].item()
+            ax.text(col, row, f"{w:.{decimals}f}", ha="center", va="center", fontsize=fontsize,
+                    color="white" if w > 0.6 else "black")
