@@ -68,3 +68,66 @@ def _check_weights(weights):
     if weights.shape[-1] != weights.shape[-2]:
         raise ValueError(f"weights must be self-attention weights with L queries and L keys, "
                          f"got shape {tuple(weights.shape)}")
+
+
+def weight_on(weights, targets, queries=None):
+    """Average total weight that a query puts on its target keys.
+
+    Args:
+        weights: attention weights, shape (B, h, L, S) or (n_layers, B, h, L, S).
+        targets: boolean, True = a key the score looks for. Shape (B, L, S), each query its own keys, or (B, S),
+            the same keys for every query (the position of [CLS], say).
+        queries: boolean (B, L), the queries to average over (the real tokens, say). Default: every query.
+            Queries with no target are always left out.
+
+    Returns:
+        scores: shape (h,) or (n_layers, h), in [0, 1].
+    """
+    _check_batch_weights(weights)
+    B, L, S = weights.shape[-4], weights.shape[-2], weights.shape[-1]
+    if targets.dim() == 2:
+        targets = targets[:, None, :].expand(B, L, S)
+    if tuple(targets.shape) != (B, L, S):
+        raise ValueError(f"targets must have shape (B, L, S) = {(B, L, S)} or (B, S), got {tuple(targets.shape)}")
+    counted = targets.any(dim=-1)  # (B, L)
+    if queries is not None:
+        if tuple(queries.shape) != (B, L):
+            raise ValueError(f"queries must have shape (B, L) = {(B, L)}, got {tuple(queries.shape)}")
+        counted = counted & queries
+    if not counted.any():
+        raise ValueError("no query has a target key, so the score is undefined")
+    on_targets = (weights * targets[:, None]).sum(dim=-1)  # (..., B, h, L)
+    return (on_targets * counted[:, None]).sum(dim=(-3, -1)) / counted.sum()
+
+
+def offset_targets(padding, offset):
+    """Targets for ``weight_on``: query i looks for key i + offset, when both are real tokens.
+
+    padding: boolean (B, L), True = a real token. offset: -1 for the previous token, +1 for the next one.
+    Returns a boolean (B, L, L).
+    """
+    require_rank("padding", padding, 2, "B, L")
+    position = torch.arange(padding.shape[1], device=padding.device)
+    shifted = position[None, :] == position[:, None] + offset  # (L, L): key j = query i + offset
+    return shifted & padding[:, :, None] & padding[:, None, :]
+
+
+def attention_entropy(weights, queries=None):
+    """Average entropy, in nats, of each query's weights: 0 for a head that looks at one key, log S for a uniform one.
+
+    weights: (B, h, L, S) or (n_layers, B, h, L, S); queries: boolean (B, L), which queries to average over
+    (default: all). Returns shape (h,) or (n_layers, h).
+    """
+    _check_batch_weights(weights)
+    B, L = weights.shape[-4], weights.shape[-2]
+    queries = torch.ones(B, L, dtype=torch.bool, device=weights.device) if queries is None else queries
+    if tuple(queries.shape) != (B, L):
+        raise ValueError(f"queries must have shape (B, L) = {(B, L)}, got {tuple(queries.shape)}")
+    per_query = -(weights * weights.clamp(min=1e-12).log()).sum(dim=-1)  # (..., B, h, L); 0 log 0 counts as 0
+    return (per_query * queries[:, None]).sum(dim=(-3, -1)) / queries.sum()
+
+
+def _check_batch_weights(weights):
+    if weights.dim() not in (4, 5):
+        raise ValueError(f"weights must have shape (B, h, L, S) or (n_layers, B, h, L, S), "
+                         f"got {weights.dim()} dimensions: {tuple(weights.shape)}")

@@ -98,3 +98,33 @@ def _write_weights(ax, weights, decimals, fontsize):
             w = weights[row, col].item()
             ax.text(col, row, f"{w:.{decimals}f}", ha="center", va="center", fontsize=fontsize,
                     color="white" if w > 0.6 else "black")
+
+
+def plot_head_map(scores, ax=None, title=None, vmin=0.0, vmax=1.0, cmap="Blues", decimals=2):
+    """One number per head as a layer x head heatmap, the value written in each cell.
+
+    Args:
+        scores: shape (n_layers, h), for example a head score of every head of a model.
+        vmin, vmax: the colour scale's ends (None: the scores' own range).
+    """
+    scores = torch.as_tensor(scores).detach().float().cpu()
+    if scores.dim() != 2:
+        raise ValueError(f"scores must have shape (n_layers, h), got {tuple(scores.shape)}")
+    n_layers, n_heads = scores.shape
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.45 * n_heads + 1.5, 0.45 * n_layers + 1.0))
+    image = ax.imshow(scores.numpy(), cmap=cmap, vmin=vmin, vmax=vmax)
+    ax.set_xticks(range(n_heads))
+    ax.set_yticks(range(n_layers))
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    if title:
+        ax.set_title(title)
+    low, high = image.get_clim()
+    for row in range(n_layers):
+        for col in range(n_heads):
+            value = scores[row, col].item()
+            dark = (value - low) / max(high - low, 1e-12) > 0.6
+            ax.text(col, row, f"{value:.{decimals}f}".lstrip("0") if 0 <= value < 1 else f"{value:.{decimals - 1}f}",
+                    ha="center", va="center", fontsize=6, color="white" if dark else "black")
+    return ax

@@ -1,0 +1,33 @@
+"""The reference the book's ``BertEncoder`` is checked against: Hugging Face ``transformers``' ``BertModel``.
+
+It loads the same local folder (no network) with the plain ("eager") attention, which returns every head's weights.
+Needs the ``real`` extra: ``pip install "attention-book[real]"``.
+"""
+from typing import NamedTuple
+
+import torch
+
+
+class ReferenceOutput(NamedTuple):
+    """hidden_states: (n_layers + 1, B, L, d_model); attention_weights: (n_layers, B, h, L, L)."""
+
+    hidden_states: torch.Tensor
+    attention_weights: torch.Tensor
+
+
+def load_reference(folder):
+    """``transformers.BertModel`` with the weights of ``folder``, eager attention, no pooler, in eval mode."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    model = transformers.BertModel.from_pretrained(str(folder), attn_implementation="eager", add_pooling_layer=False,
+                                                   local_files_only=True)
+    return model.eval()
+
+
+@torch.no_grad()
+def reference_outputs(model, ids, padding) -> ReferenceOutput:
+    """Run the reference on token ids (B, L) with padding (B, L), True = a real token."""
+    out = model(input_ids=ids, attention_mask=padding.long(), output_hidden_states=True, output_attentions=True)
+    return ReferenceOutput(torch.stack(out.hidden_states), torch.stack(out.attentions))
