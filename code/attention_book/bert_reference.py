@@ -3,6 +3,7 @@
 It loads the same local folder (no network) with the plain ("eager") attention, which returns every head's weights.
 Needs the ``real`` extra: ``pip install "attention-book[real]"``.
 """
+import warnings
 from typing import NamedTuple
 
 import torch
@@ -17,12 +18,14 @@ class ReferenceOutput(NamedTuple):
 
 def load_reference(folder):
     """``transformers.BertModel`` with the weights of ``folder``, eager attention, no pooler, in eval mode."""
-    import transformers
+    with warnings.catch_warnings():  # importing transformers can warn about notebook progress bars; none are used
+        warnings.simplefilter("ignore")
+        import transformers
 
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    model = transformers.BertModel.from_pretrained(str(folder), attn_implementation="eager", add_pooling_layer=False,
-                                                   local_files_only=True)
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
+        model = transformers.BertModel.from_pretrained(str(folder), attn_implementation="eager",
+                                                       add_pooling_layer=False, local_files_only=True)
     return model.eval()
 
 

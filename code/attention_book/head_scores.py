@@ -85,7 +85,7 @@ def weight_on(weights, targets, queries=None):
     """
     _check_batch_weights(weights)
     B, L, S = weights.shape[-4], weights.shape[-2], weights.shape[-1]
-    if targets.dim() == 2:
+    if targets.dim() == 2 and tuple(targets.shape) == (B, S):
         targets = targets[:, None, :].expand(B, L, S)
     if tuple(targets.shape) != (B, L, S):
         raise ValueError(f"targets must have shape (B, L, S) = {(B, L, S)} or (B, S), got {tuple(targets.shape)}")
