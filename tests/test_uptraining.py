@@ -1,7 +1,7 @@
 """Chapter 9's experiment: the stored results are what the code produces, and the code is deterministic."""
 import pytest
 from attention_book.measure import one_thread
-from attention_book.uptraining import (FIELDS, UPTRAIN_STEPS, convert_and_uptrain, kv_bytes_per_token, load_results,
+from attention_book.uptraining import (FIELDS, UPTRAIN_STEPS, cache_bytes_per_token, convert_and_uptrain, load_results,
                                        pretrain, write_results)
 
 
@@ -9,7 +9,7 @@ def test_stored_results_cover_the_grid():
     rows = load_results()
     keys = {(r["seed"], r["n_kv_heads"], r["init"], r["uptrain_steps"]) for r in rows}
     assert len(keys) == len(rows) == 5 * 4 * 3 * len(UPTRAIN_STEPS)
-    assert all(r["kv_bytes_per_token"] == kv_bytes_per_token(r["n_kv_heads"]) for r in rows)
+    assert all(r["kv_bytes_per_token"] == cache_bytes_per_token(r["n_kv_heads"]) for r in rows)
     for seed in range(5):  # with G = h, mean and first are the MHA model itself
         mha = [r["loss"] for r in rows if r["seed"] == seed and r["n_kv_heads"] == 8 and r["init"] != "random"
                and r["uptrain_steps"] == 0]
@@ -43,7 +43,7 @@ def test_a_longer_run_passes_through_the_shorter_one():
 
 def test_results_round_trip(tmp_path):
     rows = [{"seed": 3, "n_kv_heads": 2, "init": "random", "uptrain_steps": 30, "loss": 1.234567,
-             "kv_bytes_per_token": kv_bytes_per_token(2)}]
+             "kv_bytes_per_token": cache_bytes_per_token(2)}]
     write_results(rows, tmp_path / "r.csv")
     assert load_results(tmp_path / "r.csv") == rows
     assert (tmp_path / "r.csv").read_text().splitlines()[0] == ",".join(FIELDS)

@@ -31,7 +31,7 @@ RESULTS = Path(__file__).parent / "data" / "mha_to_gqa.csv"
 FIELDS = ("seed", "n_kv_heads", "init", "uptrain_steps", "loss", "kv_bytes_per_token")
 
 
-def make_batch(generator, batch_size=64):
+def task_batch(generator, batch_size=64):
     """Chapter 4's task: filler, a pattern of 3 to 8 distinct tokens, the pattern again. (B, L) tokens, targets."""
     return repeated_sequence(generator, batch_size=batch_size, seq_len=CONFIG.max_len,
                              vocab_size=CONFIG.vocab_size, min_pattern_len=3)
@@ -39,7 +39,7 @@ def make_batch(generator, batch_size=64):
 
 def probe_batch():
     """The fixed batch every loss is measured on: 512 sequences, tokens and targets of shape (512, 16)."""
-    return make_batch(torch.Generator().manual_seed(123), batch_size=512)
+    return task_batch(torch.Generator().manual_seed(123), batch_size=512)
 
 
 def probe_loss(model):
@@ -52,11 +52,11 @@ def pretrain(seed, steps=PRETRAIN_STEPS, progress=False):
     """A TinyTransformer(CONFIG) with MHA, initialised with ``torch.manual_seed(seed)`` and trained ``steps`` steps."""
     torch.manual_seed(seed)
     model = TinyTransformer(CONFIG)
-    train(model, make_batch, steps, lr=LR, seed=seed, desc="pretraining", progress=progress)
+    train(model, task_batch, steps, lr=LR, seed=seed, desc="pretraining", progress=progress)
     return model
 
 
-def kv_bytes_per_token(n_kv_heads, bytes_per_element=4):
+def cache_bytes_per_token(n_kv_heads, bytes_per_element=4):
     """Bytes of KV cache per token of the experiment's model with n_kv_heads K/V heads (fp32 by default)."""
     return kv_cache_bytes_per_token(CONFIG.n_layers, n_kv_heads, CONFIG.d_model // CONFIG.n_heads, bytes_per_element)
 
@@ -77,7 +77,7 @@ def convert_and_uptrain(model, n_kv_heads, init, checkpoints=UPTRAIN_STEPS):
             losses[step] = masked_loss(converted, tokens, targets)
 
     every = math.gcd(*checkpoints) or 1
-    train(converted, make_batch, max(checkpoints), lr=LR, seed=UPTRAIN_SEED, desc="uptraining", progress=False,
+    train(converted, task_batch, max(checkpoints), lr=LR, seed=UPTRAIN_SEED, desc="uptraining", progress=False,
           callback=measure, every=every)
     return losses
 
@@ -91,7 +91,7 @@ def experiment_rows(seed, n_kv_heads=(8, 4, 2, 1), inits=("mean", "first", "rand
         for init in inits:
             for steps, loss in sorted(convert_and_uptrain(model, g, init, checkpoints).items()):
                 rows.append({"seed": seed, "n_kv_heads": g, "init": init, "uptrain_steps": steps,
-                             "loss": round(loss, 6), "kv_bytes_per_token": kv_bytes_per_token(g)})
+                             "loss": round(loss, 6), "kv_bytes_per_token": cache_bytes_per_token(g)})
     return rows
 
 
