@@ -1,6 +1,7 @@
 """The timing helpers return sensible quantities (their values are not asserted beyond that)."""
 from attention_book.kv_cache import kv_cache_bytes_per_token
-from attention_book.measure import median_seconds, read_bandwidth
+import torch
+from attention_book.measure import median_seconds, one_thread, read_bandwidth
 
 
 def test_median_seconds_runs_enough_times():
@@ -17,3 +18,10 @@ def test_cache_bytes_per_token_matches_published_sizes():
     assert kv_cache_bytes_per_token(32, 32, 128, 2) == 524_288  # Llama 2 7B, fp16: 512 KiB
     assert kv_cache_bytes_per_token(80, 8, 128, 2) == 320 * 2**10  # Llama 2 70B, fp16: 320 KiB
     assert kv_cache_bytes_per_token(32, 8, 128, 2) == 128 * 2**10  # Llama 3 8B, fp16: 128 KiB
+
+
+def test_one_thread_restores_the_number_of_threads():
+    before = torch.get_num_threads()
+    with one_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before

@@ -1,5 +1,7 @@
-"""Timing helpers for the chapters and benchmarks: a robust median, and the machine's memory read bandwidth."""
+"""Timing helpers for the chapters and benchmarks: a robust median, the machine's memory read bandwidth, and
+a way to run code on one CPU thread."""
 import time
+from contextlib import contextmanager
 
 import torch
 
@@ -22,3 +24,18 @@ def read_bandwidth(n_bytes=512 * 2**20):
     """
     x = torch.ones(n_bytes // 4)
     return n_bytes / median_seconds(lambda: x.sum())
+
+
+@contextmanager
+def one_thread():
+    """Run the body of the ``with`` on one CPU thread, then restore the previous number of threads.
+
+    One thread adds sums in the same order on every run, so results repeat exactly; and on a busy machine a
+    small kernel on one thread is not left waiting for a second thread that the system has paused.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

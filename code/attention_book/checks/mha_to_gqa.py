@@ -1,0 +1,45 @@
+"""Checks for chapter 9's exercises: which heads a group pools, mean-pooling a projection, the converted attention."""
+import torch
+
+from ..grouped_sdpa import grouped_query_sdpa
+from ._compare import CheckFailed, _call, _compare
+
+
+def check_group_members(fn):
+    """fn(kv_head, n_heads, n_kv_heads) -> the list of the old heads pooled into that new K/V head."""
+    task = "the new K/V head j pools the n_heads // n_kv_heads contiguous old heads starting at j * (n_heads // n_kv_heads)."
+    for h, g in [(8, 8), (8, 4), (8, 2), (8, 1), (12, 3), (32, 8)]:
+        for j in range(g):
+            expected = list(range(j * (h // g), (j + 1) * (h // g)))
+            got = _call(fn, (j, h, g), task)
+            if list(got) != expected:
+                raise CheckFailed(f"kv_head={j}, n_heads={h}, n_kv_heads={g}: expected heads {expected}, got {got!r}"
+                                  "\nHint: groups are contiguous, [0, 1], [2, 3], ..., not [0, 4], [1, 5], ...")
+    print("✓ group_members follows the grouping of repeat_interleave and enable_gqa for 6 layouts.")
+
+
+def check_mean_pool(fn):
+    """fn(weight (n_heads * d_head, d_model), n_heads, n_kv_heads) -> (n_kv_heads * d_head, d_model)."""
+    task = "view the rows as (n_kv_heads, n_heads // n_kv_heads, d_head, d_model) and average over the second dimension."
+    gen = torch.Generator().manual_seed(9)
+    for h, g, d_head, d_model in [(8, 4, 4, 32), (8, 1, 2, 6), (6, 3, 5, 7), (4, 4, 3, 5)]:
+        weight = torch.randn(h * d_head, d_model, generator=gen)
+        expected = weight.unflatten(0, (g, h // g, d_head)).mean(dim=1).flatten(0, 1)
+        _compare("your mean_pool", f"a weight {tuple(weight.shape)} with n_heads={h}, n_kv_heads={g}", expected,
+                 _call(fn, (weight, h, g), task), hint="average the d_head rows of the heads in a group, row by row")
+    print("✓ your mean_pool matches the package's pooling on 4 weights, MHA and MQA included.")
+
+
+def check_converted_attention(fn):
+    """fn(q (B, h, L, d), k, v (B, h, S, d), n_kv_heads) -> (B, h, L, d), attention after mean-pooling K and V."""
+    task = ("average k and v over each group of n_heads // n_kv_heads contiguous heads, giving (B, n_kv_heads, S, d), "
+            "then let query head i attend with K/V head i // (n_heads // n_kv_heads).")
+    gen = torch.Generator().manual_seed(10)
+    for B, h, g, L, S, d in [(2, 8, 2, 3, 5, 4), (1, 4, 1, 2, 6, 8), (2, 6, 3, 1, 4, 2), (1, 4, 4, 3, 3, 4)]:
+        q = torch.randn(B, h, L, d, generator=gen)
+        k, v = (torch.randn(B, h, S, d, generator=gen) for _ in range(2))
+        k_mean, v_mean = (t.unflatten(1, (g, h // g)).mean(dim=2) for t in (k, v))
+        _compare("your converted attention", f"q {tuple(q.shape)}, k and v {tuple(k.shape)}, n_kv_heads={g}",
+                 grouped_query_sdpa(q, k_mean, v_mean), _call(fn, (q, k, v, g), task),
+                 hint="each query head keeps its own softmax: average the keys and values, not the scores or outputs")
+    print("✓ your converted attention matches SDPA on mean-pooled K/V heads for 4 layouts.")
