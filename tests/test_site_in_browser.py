@@ -29,6 +29,7 @@ CHROMIUM = pathlib.Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 MHA_CHAPTER = "03_multi_head"  # what a search for "multi-head" must find
 MAX_PAGE_BYTES = 2 * 10**6  # a page with its images, and everything a first visit transfers
+MAX_IMAGE_PIXELS = 2000  # figures are drawn at 100 DPI; the text column is about 800 pixels wide
 COMPRESSIBLE = {".html", ".js", ".css", ".svg", ".json", ".txt", ".map", ".inv"}
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
@@ -213,6 +214,9 @@ def test_every_page_in_the_browser(site, browser):
             name = image["src"].rsplit("/", 1)[-1]
             if not image["loaded"]:
                 problems.append(f"image did not load: {name}")
+            elif image["width"] > MAX_IMAGE_PIXELS or image["height"] > MAX_IMAGE_PIXELS:
+                problems.append(f"image {name} is {image['width']} x {image['height']} pixels: draw it smaller or at a "
+                                f"lower DPI (at most {MAX_IMAGE_PIXELS} pixels a side)")
             alt = (image["alt"] or "").strip()
             if not alt or re.search(r"\.(png|jpe?g|gif|svg|webp)$", alt, re.I):
                 problems.append(f"image without alt text: {name} (alt={image['alt']!r})")
