@@ -263,10 +263,10 @@ def report(rows, seconds):
     """Write the per-page table to _build/screenshots/report.{txt,json} and show it at the end of the run."""
     kb = lambda n: f"{n / 1000:,.0f} kB"  # noqa: E731
     lines = [f"{'page':<34} {'requests':>8} {'3rd-party':>9} {'transferred':>11} {'decoded':>10} "
-             f"{'page+images':>11}  screenshot"]
+             f"{'page+images':>11} {'math':>5}  screenshot"]
     for r in rows:
         lines.append(f"{r['page']:<34} {r['requests']:>8} {r['third_party']:>9} {kb(r['transferred']):>11} "
-                     f"{kb(r['decoded']):>10} {kb(r['page_and_images']):>11}  {r['screenshot']}")
+                     f"{kb(r['decoded']):>10} {kb(r['page_and_images']):>11} {r['math']:>5}  {r['screenshot']}")
     lines.append(f"{len(rows)} pages checked in {seconds:.1f} s (transferred: gzip, first visit, empty cache)")
     (SCREENSHOTS / "report.txt").write_text("\n".join(lines) + "\n")
     (SCREENSHOTS / "report.json").write_text(json.dumps(rows, indent=1))
