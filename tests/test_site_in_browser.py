@@ -185,7 +185,7 @@ def test_every_page_in_the_browser(site, browser):
     missing = sorted(set(chapters) - set(pages))
     assert not missing, f"chapters with no page in the site: {missing}"
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for old in SCREENSHOTS.glob("*.jpg"):
+    for old in [*SCREENSHOTS.glob("*.jpg"), *SCREENSHOTS.glob("*.png")]:
         old.unlink()
 
     start = time.perf_counter()
