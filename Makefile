@@ -16,8 +16,10 @@ book: $(INSTALLED)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-## make test: unit tests, nbval over every chapter, drift, setup cells, exercises, the book build
+## make test: unit tests, nbval over every chapter, drift, setup cells, exercises, the book build, and the site in
+## headless Chromium (installed with apt when /usr/bin/chromium is missing)
 test: $(INSTALLED)
+	@test -x /usr/bin/chromium || test -x "$${CHROMIUM:-/nonexistent}" || scripts/install_chromium.sh
 	$(PY) -m pytest
 
 ## make execute: re-run every chapter and store its outputs (then run make test twice)

@@ -1,11 +1,17 @@
-"""Shared set-up: the repository's paths, and the book's helper scripts on sys.path."""
+"""Shared set-up: the repository's paths, the book's helper scripts on sys.path, and one build of the site
+that the build test and the browser test share."""
+import dataclasses
 import pathlib
+import subprocess
 import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+
+# Lines that tests want shown at the end of the run (the browser test's per-page table), in order.
+SUMMARY_LINES: list[str] = []
 
 
 def chapter_paths():
@@ -15,3 +21,27 @@ def chapter_paths():
 @pytest.fixture(scope="session")
 def root():
     return ROOT
+
+
+@dataclasses.dataclass
+class BuiltBook:
+    returncode: int
+    log: str
+    html: pathlib.Path  # the site: index.html, book/*.html, _static/ ...
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory):
+    """`jupyter-book build` of the repository (from stored outputs, -W -n) into a temporary folder, once a session."""
+    out = tmp_path_factory.mktemp("book")
+    jupyter_book = pathlib.Path(sys.executable).parent / "jupyter-book"
+    result = subprocess.run([str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going",
+                             "--path-output", str(out)], capture_output=True, text=True, timeout=600)
+    return BuiltBook(result.returncode, result.stdout + result.stderr, out / "_build" / "html")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if SUMMARY_LINES:
+        terminalreporter.section("site in the browser")
+        for line in SUMMARY_LINES:
+            terminalreporter.write_line(line)

@@ -1,23 +1,26 @@
 """The site builds from the stored outputs with no warnings, and each chapter page has its Colab button."""
-import pathlib
-import subprocess
-import sys
-
 import yaml
 from conftest import ROOT, chapter_paths
 
 
-def test_book_builds_without_warnings(tmp_path):
-    jupyter_book = pathlib.Path(sys.executable).parent / "jupyter-book"
-    result = subprocess.run([str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going",
-                             "--path-output", str(tmp_path)], capture_output=True, text=True, timeout=600)
-    log = result.stdout + result.stderr
-    assert result.returncode == 0, log[-5000:]
-    assert "WARNING" not in log, log[-5000:]
-    html = tmp_path / "_build" / "html"
+def test_book_builds_without_warnings(built_book):
+    assert built_book.returncode == 0, built_book.log[-5000:]
+    assert "WARNING" not in built_book.log, built_book.log[-5000:]
     repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
     slug = repo["url"].removeprefix("https://github.com/")
     for path in chapter_paths():
-        page = (html / "book" / f"{path.stem}.html").read_text()
+        page = (built_book.html / "book" / f"{path.stem}.html").read_text()
         colab = f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/book/{path.name}"
         assert colab in page, f"{path.name}: no Colab button pointing at {colab}"
+
+
+def test_mathjax_is_served_by_the_site(built_book):
+    """MathJax comes from _static/mathjax (copied from the pinned package), never from a CDN."""
+    mathjax = built_book.html / "_static" / "mathjax"
+    assert (mathjax / "tex-chtml.js").is_file()
+    assert list((mathjax / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff"))
+    page = (built_book.html / "book" / "01_single_head.html").read_text()
+    assert 'src="../_static/mathjax/tex-chtml.js' in page
+    assert "cdn.jsdelivr.net" not in page
+    size = sum(p.stat().st_size for p in mathjax.rglob("*") if p.is_file())
+    assert size < 3 * 2**20, f"the MathJax copy is {size / 2**20:.1f} MiB: copy only what the pages load"

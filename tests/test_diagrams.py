@@ -7,7 +7,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from attention_book import diagrams  # noqa: E402
-from attention_book.plotting import plot_attention, plot_attention_grid  # noqa: E402
+from attention_book.plotting import (  # noqa: E402
+    ATTENTION_CMAP, VALUE_CMAP, annotate_heatmap, plot_attention, plot_attention_grid)
 
 
 @pytest.fixture(autouse=True)
@@ -100,3 +101,19 @@ def test_grid_has_one_titled_axis_per_layer_and_head():
     assert [ax.get_title() for ax in fig.axes[:3]] == ["head 0", "head 1", "head 2"]
     assert fig.axes[0].get_ylabel() == "layer 0" and fig.axes[3].get_ylabel() == "layer 1"
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list("wxyz")
+
+
+@pytest.mark.parametrize("name", [ATTENTION_CMAP, VALUE_CMAP])
+def test_colour_maps_read_in_greyscale(name):
+    """Lightness rises steadily from one end of the map to the other, so greyscale keeps the order of values."""
+    colours = plt.get_cmap(name)(torch.linspace(0, 1, 64).numpy())[:, :3]
+    luminance = colours @ [0.2126, 0.7152, 0.0722]
+    assert (luminance[1:] > luminance[:-1]).all()
+
+
+def test_heatmap_numbers_contrast_with_their_cells():
+    fig, ax = plt.subplots()
+    image = ax.imshow([[0.0, 1.0]], cmap=ATTENTION_CMAP, vmin=0.0, vmax=1.0)
+    annotate_heatmap(image, [[0.0, 1.0]])
+    assert [text.get_color() for text in ax.texts] == ["white", "black"]  # dark violet, bright yellow
+    plt.close(fig)

@@ -2,9 +2,16 @@
 
 Diagrams are drawn in code rather than loaded from image files, so a chapter opened alone in Colab
 shows the same figures as the site.
+
+Colour maps are perceptually uniform and readable in greyscale and by colour-blind readers: heatmaps of
+attention weights use ``ATTENTION_CMAP`` (viridis: 0 is dark violet, 1 bright yellow), other values
+``VALUE_CMAP`` (cividis). Numbers written in a cell are black or white, whichever stands out from its colour.
 """
 import matplotlib.pyplot as plt
 import torch
+
+ATTENTION_CMAP = "viridis"
+VALUE_CMAP = "cividis"
 
 
 def plot_attention(weights, queries, keys, ax=None, title=None, annotate=True):
@@ -21,7 +28,7 @@ def plot_attention(weights, queries, keys, ax=None, title=None, annotate=True):
         raise ValueError(f"weights of shape {tuple(weights.shape)} do not match {len(queries)} queries x {len(keys)} keys")
     if ax is None:
         _, ax = plt.subplots(figsize=(0.55 * len(keys) + 2, 0.5 * len(queries) + 1.2))
-    image = ax.imshow(weights.numpy(), cmap="Blues", vmin=0.0, vmax=1.0)
+    image = ax.imshow(weights.numpy(), cmap=ATTENTION_CMAP, vmin=0.0, vmax=1.0)
     ax.set_xticks(range(len(keys)), keys, rotation=45, ha="right")
     ax.set_yticks(range(len(queries)), queries)
     ax.set_xlabel("key (attended to)")
@@ -29,7 +36,7 @@ def plot_attention(weights, queries, keys, ax=None, title=None, annotate=True):
     if title:
         ax.set_title(title)
     if annotate:
-        _write_weights(ax, weights, decimals=2, fontsize=8)
+        annotate_heatmap(image, weights, decimals=2, fontsize=8)
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return ax
 
@@ -79,28 +86,39 @@ def plot_attention_grid(weights, queries, keys, row_names=None, annotate=False, 
     for i in range(n_layers):
         for j in range(n_heads):
             ax = axes[i, j]
-            ax.imshow(weights[i, j].numpy(), cmap="Blues", vmin=0.0, vmax=1.0)
+            image = ax.imshow(weights[i, j].numpy(), cmap=ATTENTION_CMAP, vmin=0.0, vmax=1.0)
             ax.set_title(f"head {j}", fontsize=9)
             ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=7)
             ax.set_yticks(range(len(queries)), queries if j == 0 else [""] * len(queries), fontsize=7)
             if annotate:
-                _write_weights(ax, weights[i, j], decimals=1, fontsize=6)
+                annotate_heatmap(image, weights[i, j], decimals=1, fontsize=6)
         if n_layers > 1:
             axes[i, 0].set_ylabel(row_names[i])
     fig.tight_layout()
     return fig
 
 
-def _write_weights(ax, weights, decimals, fontsize):
-    """Write each weight of an (L, S) heatmap in its cell, white on the dark cells."""
-    for row in range(weights.shape[0]):
-        for col in range(weights.shape[1]):
-            w = weights[row, col].item()
-            ax.text(col, row, f"{w:.{decimals}f}", ha="center", va="center", fontsize=fontsize,
-                    color="white" if w > 0.6 else "black")
+def annotate_heatmap(image, values, decimals=2, fontsize=8):
+    """Write each value of a heatmap drawn by ``ax.imshow`` in its cell, in black or white, whichever has
+    more contrast with the cell's colour.
+
+    Args:
+        image: what ``ax.imshow(values, ...)`` returned (its colour map and limits pick the text colour).
+        values: shape (rows, columns), the numbers the heatmap shows.
+    """
+    values = torch.as_tensor(values).detach().float().cpu()
+    if values.dim() != 2:
+        raise ValueError(f"values must have shape (rows, columns), got {tuple(values.shape)}")
+    for row in range(values.shape[0]):
+        for col in range(values.shape[1]):
+            v = values[row, col].item()
+            red, green, blue, _ = image.cmap(image.norm(v))
+            luminance = 0.2126 * red + 0.7152 * green + 0.0722 * blue
+            image.axes.text(col, row, f"{v:.{decimals}f}", ha="center", va="center", fontsize=fontsize,
+                            color="black" if luminance > 0.45 else "white")
 
 
-def plot_head_map(scores, ax=None, title=None, vmin=0.0, vmax=1.0, cmap="Blues", decimals=2):
+def plot_head_map(scores, ax=None, title=None, vmin=0.0, vmax=1.0, cmap=ATTENTION_CMAP, decimals=2):
     """One number per head as a layer x head heatmap, the value written in each cell.
 
     Args:
@@ -120,11 +138,11 @@ def plot_head_map(scores, ax=None, title=None, vmin=0.0, vmax=1.0, cmap="Blues",
     ax.set_ylabel("layer")
     if title:
         ax.set_title(title)
-    low, high = image.get_clim()
     for row in range(n_layers):
         for col in range(n_heads):
             value = scores[row, col].item()
-            dark = (value - low) / max(high - low, 1e-12) > 0.6
+            red, green, blue, _ = image.cmap(image.norm(value))
+            dark = 0.2126 * red + 0.7152 * green + 0.0722 * blue <= 0.45
             ax.text(col, row, f"{value:.{decimals}f}".lstrip("0") if 0 <= value < 1 else f"{value:.{decimals - 1}f}",
                     ha="center", va="center", fontsize=6, color="white" if dark else "black")
     return ax
@@ -150,7 +168,7 @@ def plot_head_mosaic(weights, ax=None, title=None, gap=1):
             mosaic[i * (L + gap):i * (L + gap) + L, j * (S + gap):j * (S + gap) + S] = weights[i, j]
     if ax is None:
         _, ax = plt.subplots(figsize=(0.11 * mosaic.shape[1] + 1.5, 0.11 * mosaic.shape[0] + 1.0))
-    cmap = plt.get_cmap("Blues").with_extremes(bad="white")  # the gaps between tiles are NaN
+    cmap = plt.get_cmap(ATTENTION_CMAP).with_extremes(bad="white")  # the gaps between tiles are NaN
     image = ax.imshow(mosaic.numpy(), cmap=cmap, vmin=0.0, vmax=1.0)
     ax.set_xticks([j * (S + gap) + (S - 1) / 2 for j in range(n_heads)], range(n_heads))
     ax.set_yticks([i * (L + gap) + (L - 1) / 2 for i in range(n_layers)], [f"layer {i}" for i in range(n_layers)])
