@@ -1,5 +1,5 @@
 # The two commands of the README. Both create .venv on first use and install requirements.txt into it.
-.PHONY: book test execute setup-cells clean
+.PHONY: book test test-fast execute setup-cells student course-map clean
 
 PYTHON ?= python3
 VENV := .venv
@@ -24,6 +24,14 @@ test: $(INSTALLED)
 execute: $(INSTALLED)
 	$(PY) scripts/setup_cell.py
 	$(PY) scripts/execute_notebooks.py
+
+## make student: write student/NN_*.ipynb (exercises stubbed) from book/NN_*.ipynb; commit them
+student: $(INSTALLED)
+	$(PY) scripts/student.py
+
+## make course-map: rewrite the course-map table in book/instructors.md from the chapters' metadata
+course-map: $(INSTALLED)
+	$(PY) scripts/course_map.py
 
 ## make setup-cells: rewrite each chapter's first cell from _config.yml
 setup-cells: $(INSTALLED)

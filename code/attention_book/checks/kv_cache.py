@@ -51,6 +51,7 @@ def check_max_context(fn):
         expected = memory // (kv_cache_bytes_per_token(n_layers, g, d_head, bytes_per_element) * batch)
         got = _call(fn, (memory, n_layers, g, d_head, bytes_per_element, batch), task)
         if got != expected:
-            raise CheckFailed(f"{memory / 2**30:.0f} GiB for {name} with batch {batch} at {bytes_per_element} bytes "
-                              f"per element: expected {expected:,} tokens, got {got!r}\nHint: use integer division //")
+            raise CheckFailed(f"max_context(memory_bytes={memory} ({memory / 2**30:.0f} GiB), n_layers={n_layers}, "
+                              f"n_kv_heads={g}, d_head={d_head}, bytes_per_element={bytes_per_element}, batch={batch}) "
+                              f"for {name}: expected {expected:,} tokens, got {got!r}\nHint: use integer division //")
     print(f"✓ max_context is right for {len(cases)} memory budgets and models.")

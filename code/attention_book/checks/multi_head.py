@@ -60,7 +60,8 @@ def check_to_torch_mha(fn):
             x = torch.randn(2, 5, d_model)
         mha = _call(fn, (layer,), task)
         if not isinstance(mha, torch.nn.MultiheadAttention):
-            raise CheckFailed(f"expected an nn.MultiheadAttention, got {_describe(mha)}")
+            raise CheckFailed(f"your function on a layer with d_model={d_model}, n_heads={h}: expected an "
+                              f"nn.MultiheadAttention, got {_describe(mha)}")
         mask = causal_mask(5)
         expected, _ = layer(x, mask=mask)
         try:
