@@ -5,6 +5,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+COLAB_TIMES = {}  # notebook -> (seconds to run it, seconds of its setup cell), filled by test_colab.py
 sys.path.insert(0, str(ROOT / "scripts"))
 
 
@@ -15,3 +16,13 @@ def chapter_paths():
 @pytest.fixture(scope="session")
 def root():
     return ROOT
+
+
+def pytest_terminal_summary(terminalreporter):
+    """After a run that simulated Colab, say how long each notebook took there."""
+    if not COLAB_TIMES:
+        return
+    terminalreporter.section("simulated Colab: seconds per notebook (total, of which the setup cell)")
+    for name, (seconds, setup) in COLAB_TIMES.items():
+        terminalreporter.write_line(f"{name:40s} {seconds:6.1f} s  ({setup:.1f} s setup)")
+    terminalreporter.write_line(f"{'all':40s} {sum(s for s, _ in COLAB_TIMES.values()):6.1f} s")
