@@ -16,9 +16,14 @@ book: $(INSTALLED)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-## make test: unit tests, nbval over every chapter, drift, setup cells, exercises, the book build
+## make test: unit tests, nbval over every chapter, drift, setup cells, student versions, exercises,
+## the instructor guide's tables, the simulated Colab runs (marker colab) and the book build
 test: $(INSTALLED)
 	$(PY) -m pytest
+
+## make test-fast: the same without the simulated Colab runs (minutes faster)
+test-fast: $(INSTALLED)
+	$(PY) -m pytest -m "not colab"
 
 ## make execute: re-run every chapter and store its outputs (then run make test twice)
 execute: $(INSTALLED)
