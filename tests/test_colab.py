@@ -54,28 +54,36 @@ def pip(python, *args):
 
 
 def installed(python):
-    return {d["name"].lower().replace("_", "-") for d in json.loads(pip(python, "list", "--format=json").stdout)}
+    """{distribution name: version} of what the environment holds."""
+    return {d["name"].lower().replace("_", "-"): d["version"]
+            for d in json.loads(pip(python, "list", "--format=json").stdout)}
 
 
 @pytest.fixture(scope="session")
 def colab_python():
     """The simulated Colab environment's Python, made once and reused while the pins do not change."""
     python, stamp = VENV / "bin" / "python", VENV / "colab-stamp.json"
-    if not (python.exists() and stamp.exists() and json.loads(stamp.read_text())["pins"] == pins()):
+    made = json.loads(stamp.read_text()) if stamp.exists() else {}
+    if not (python.exists() and made.get("pins") == pins() and isinstance(made.get("baseline"), dict)):
         shutil.rmtree(VENV, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         pip(python, "install", "--quiet", *pins())
-        stamp.write_text(json.dumps({"pins": pins(), "baseline": sorted(installed(python))}, indent=1))
+        stamp.write_text(json.dumps({"pins": pins(), "baseline": installed(python)}, indent=1))
     assert "attention-book" not in json.loads(stamp.read_text())["baseline"]
     return python
 
 
 def reset(python):
-    """Uninstall whatever was installed after the environment was made: a new Colab session."""
-    baseline = set(json.loads((VENV / "colab-stamp.json").read_text())["baseline"])
-    extra = sorted(installed(python) - baseline)
-    if extra:
-        pip(python, "uninstall", "--yes", *extra)
+    """Back to the environment as it was made (a new Colab session): uninstall what was added since, and
+    put back any preinstalled package whose version a chapter's extras changed."""
+    baseline = json.loads((VENV / "colab-stamp.json").read_text())["baseline"]
+    now = installed(python)
+    added = sorted(set(now) - set(baseline))
+    if added:
+        pip(python, "uninstall", "--yes", *added)
+    changed = [f"{name}=={version}" for name, version in baseline.items() if now.get(name) != version]
+    if changed:
+        pip(python, "install", "--quiet", "--no-deps", *changed)
 
 
 def torch_identity(python):
