@@ -59,9 +59,7 @@ def exercise_table() -> str:
                 continue
             for name, written in re.findall(r"checks\.(check_\w+)\((\w+)", c.source):
                 asks, _, tries = inspect.getdoc(getattr(checks, name)).partition("\n\n")
-                if not tries:
-                    raise SystemExit(f"attention_book.checks.{name}: its docstring needs a second paragraph "
-                                     "saying what it tries and what it compares with")
+                tries = tries or "(not described yet: give the check's docstring a second paragraph)"
                 rows.append(f"| {number} | `{written}` | `{name}` | `{cell(asks).replace('`', '')}` | {cell(tries)} |")
     return "\n".join(rows)
 

@@ -48,6 +48,15 @@ def test_checks_try_several_inputs(check):
     assert "for " in source, f"{check.__name__} tries a single input"
 
 
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+def test_checks_say_what_they_try(check):
+    """The instructor guide's exercise table (scripts/course_map.py) shows each check's docstring: its first
+    line says what the function must do, its second paragraph which inputs it tries and against what."""
+    paragraphs = inspect.getdoc(check).split("\n\n")
+    assert len(paragraphs) >= 2 and paragraphs[1].startswith("Tried on") and "compared with" in paragraphs[1], (
+        f"{check.__name__}: add a second docstring paragraph 'Tried on ...; compared with ...'")
+
+
 def test_an_error_in_the_learners_code_keeps_its_traceback_and_names_the_input():
     def broken(x):
         return x.nonexistent
