@@ -25,10 +25,13 @@ test: $(INSTALLED)
 test-fast: $(INSTALLED)
 	$(PY) -m pytest -m "not colab"
 
-## make execute: re-run every chapter and store its outputs (then run make test twice)
+## make execute: re-run every chapter and store its outputs, then rewrite the student versions (which keep the
+## chapters' outputs) and the instructor guide's tables (then run make test twice)
 execute: $(INSTALLED)
 	$(PY) scripts/setup_cell.py
 	$(PY) scripts/execute_notebooks.py
+	$(PY) scripts/student.py
+	$(PY) scripts/course_map.py
 
 ## make student: write student/NN_*.ipynb (exercises stubbed) from book/NN_*.ipynb; commit them
 student: $(INSTALLED)
