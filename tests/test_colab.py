@@ -91,7 +91,7 @@ def torch_identity(python):
                           check=True, capture_output=True, text=True).stdout.strip()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kernel(colab_python, tmp_path_factory):
     """A kernel spec whose Python is the Colab environment's, and a copy of code/ for the setup cell."""
     base = tmp_path_factory.mktemp("colab")
