@@ -1,5 +1,5 @@
 # The two commands of the README. Both create .venv on first use and install requirements.txt into it.
-.PHONY: book test execute setup-cells clean
+.PHONY: book test test-fast execute setup-cells student course-map clean
 
 PYTHON ?= python3
 VENV := .venv
@@ -16,16 +16,32 @@ book: $(INSTALLED)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-## make test: unit tests, nbval over every chapter, drift, setup cells, exercises, the book build, and the site in
+## make test: unit tests, nbval over every chapter, drift, setup cells, student versions, exercises,
+## the instructor guide's tables, the simulated Colab runs (marker colab), the book build, and the site in
 ## headless Chromium (installed with apt when /usr/bin/chromium is missing)
 test: $(INSTALLED)
 	@test -x /usr/bin/chromium || test -x "$${CHROMIUM:-/nonexistent}" || scripts/install_chromium.sh
 	$(PY) -m pytest
 
-## make execute: re-run every chapter and store its outputs (then run make test twice)
+## make test-fast: the same without the simulated Colab runs (minutes faster)
+test-fast: $(INSTALLED)
+	$(PY) -m pytest -m "not colab"
+
+## make execute: re-run every chapter and store its outputs, then rewrite the student versions (which keep the
+## chapters' outputs) and the instructor guide's tables (then run make test twice)
 execute: $(INSTALLED)
 	$(PY) scripts/setup_cell.py
 	$(PY) scripts/execute_notebooks.py
+	$(PY) scripts/student.py
+	$(PY) scripts/course_map.py
+
+## make student: write student/NN_*.ipynb (exercises stubbed) from book/NN_*.ipynb; commit them
+student: $(INSTALLED)
+	$(PY) scripts/student.py
+
+## make course-map: rewrite the course-map table in book/instructors.md from the chapters' metadata
+course-map: $(INSTALLED)
+	$(PY) scripts/course_map.py
 
 ## make setup-cells: rewrite each chapter's first cell from _config.yml
 setup-cells: $(INSTALLED)

@@ -3,8 +3,13 @@
     python scripts/setup_cell.py          # rewrite the cell in book/*.ipynb
     python scripts/setup_cell.py --check  # exit 1 and list the chapters whose cell differs
 
-The cell installs the book's package when the notebook runs in Colab or wherever the package is
-missing. It asks pip for the package only; its ``torch>=2.5`` bound keeps the torch already there.
+The cell installs the book's package when it is missing (in Colab, or anywhere else) and does nothing
+when it is there, so running it twice is harmless. It asks pip for the package only; its ``torch>=2.5``
+bound keeps the torch already there. A chapter whose metadata has ``attention_book.pip_extras``
+(for example ``["real"]``) installs those optional extras too.
+
+The environment variable ``ATTENTION_BOOK_SOURCE`` replaces the repository's git URL: a local checkout's
+``code`` folder (or any pip location). The Colab simulation (tests/test_colab.py) uses it.
 """
 import pathlib
 import sys
@@ -15,24 +20,76 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MARKER = "# NBVAL_SKIP"
 SETUP_TAGS = ["setup", "hide-input"]  # hidden behind a toggle on the site
+SOURCE_VARIABLE = "ATTENTION_BOOK_SOURCE"
 
 
-def setup_source(config_path=ROOT / "_config.yml") -> str:
+def package_location(config_path=ROOT / "_config.yml") -> str:
     repo = yaml.safe_load(pathlib.Path(config_path).read_text())["repository"]
-    spec = f"attention-book @ git+{repo['url']}@{repo.get('branch', 'main')}#subdirectory=code"
+    return f"git+{repo['url']}@{repo.get('branch', 'main')}#subdirectory=code"
+
+
+def pip_extras(nb) -> list:
+    return list(nb.metadata.get("attention_book", {}).get("pip_extras", []))
+
+
+def optional_requirements(extras) -> list:
+    """The distributions an extra adds (code/pyproject.toml), checked by the cell before it installs."""
+    import tomllib
+
+    optional = tomllib.loads((ROOT / "code" / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = []
+    for extra in extras:
+        for requirement in optional[extra]:
+            name = requirement.split(";")[0]
+            for stop in "<>=!~[ ":
+                name = name.split(stop)[0]
+            names.append(name)
+    return names
+
+
+def setup_source(extras=(), config_path=ROOT / "_config.yml") -> str:
+    extras = list(extras)
+    name = "attention-book" + (f"[{','.join(extras)}]" if extras else "")
+    needed = ["attention-book"] + (optional_requirements(extras) if extras else [])
     return f'''{MARKER}
-# Setup: in Colab, or wherever the book's package is missing, install it from the book's repository.
+# Setup: install the book's package if it is missing (in Colab, or anywhere else); otherwise do nothing.
 # pip leaves the installed torch alone (the package asks only for torch>=2.5).
 # Written by scripts/setup_cell.py from _config.yml: edit that, not this cell.
 import importlib
-import importlib.util
+import importlib.metadata
+import os
+import pathlib
 import subprocess
 import sys
 
-if "google.colab" in sys.modules or importlib.util.find_spec("attention_book") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
-                    "{spec}"], check=True)
-    importlib.invalidate_caches()'''
+
+def _missing(names):
+    missing = []
+    for name in names:
+        try:
+            importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(name)
+    return missing
+
+
+if not _missing({needed!r}):
+    print("The book's package is already installed: nothing to do.")
+else:
+    # {SOURCE_VARIABLE} may name a local checkout's code/ folder instead of the repository.
+    _source = os.environ.get("{SOURCE_VARIABLE}", "{package_location(config_path)}")
+    if pathlib.Path(_source).is_dir():
+        _source = pathlib.Path(_source).resolve().as_uri()
+    _pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                           "{name} @ " + _source], capture_output=True, text=True)
+    if _pip.returncode != 0:
+        raise RuntimeError(
+            "Could not install the book's package from " + _source + ":\\n" + _pip.stderr[-1500:] +
+            "\\nIf this machine is offline, connect it to the internet and run this cell again, or install "
+            "the package from a copy of the repository: pip install ./code, or set {SOURCE_VARIABLE} to "
+            "that code folder before starting Jupyter.")
+    importlib.invalidate_caches()
+    print("Installed the book's package from " + _source + ".")'''
 
 
 def first_code_cell(nb):
@@ -44,10 +101,10 @@ def chapters():
 
 
 def main(argv) -> int:
-    expected = setup_source()
     stale = []
     for path in chapters():
         nb = nbformat.read(path, as_version=4)
+        expected = setup_source(pip_extras(nb))
         cell = first_code_cell(nb)
         if cell is not None and cell.source == expected and cell.metadata.get("tags") == SETUP_TAGS:
             continue

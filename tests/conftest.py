@@ -8,6 +8,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+COLAB_TIMES = {}  # notebook -> (seconds to run it, seconds of its setup cell), filled by test_colab.py
 sys.path.insert(0, str(ROOT / "scripts"))
 
 # Lines that tests want shown at the end of the run (the browser test's per-page table), in order.
@@ -41,7 +42,13 @@ def built_book(tmp_path_factory):
 
 
 def pytest_terminal_summary(terminalreporter):
+    """At the end of a run: the browser test's per-page table, and how long each notebook took in simulated Colab."""
     if SUMMARY_LINES:
         terminalreporter.section("site in the browser")
         for line in SUMMARY_LINES:
             terminalreporter.write_line(line)
+    if COLAB_TIMES:
+        terminalreporter.section("simulated Colab: seconds per notebook (total, of which the setup cell)")
+        for name, (seconds, setup) in COLAB_TIMES.items():
+            terminalreporter.write_line(f"{name:40s} {seconds:6.1f} s  ({setup:.1f} s setup)")
+        terminalreporter.write_line(f"{'all':40s} {sum(s for s, _ in COLAB_TIMES.values()):6.1f} s")

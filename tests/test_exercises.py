@@ -1,7 +1,8 @@
-"""Exercises: each check fails on the student's stub and passes on the stored solution.
+"""Exercises, run from the committed student versions (student/NN_*.ipynb, written by scripts/student.py).
 
-The chapter runs in-process, top to bottom, once with solutions and once with every solution
-region replaced by its stub (scripts/exercises.py); cells tagged ``exercise-check`` are recorded.
+Each student version runs in-process, top to bottom: every cell before the first exercise must run, and
+every ``exercise-check`` cell must fail on the stub with a CheckFailed that says what to write. Then the
+chapter's solutions are put back into the student version (cells matched by id) and every check must pass.
 """
 import contextlib
 import io
@@ -16,18 +17,18 @@ from attention_book.checks import CheckFailed
 from conftest import chapter_paths
 
 from exercises import has_solution, stub_solutions
+from student import student_path
 
 
-def run_chapter(path, stub):
-    """Run every code cell but the setup cell; return {check cell index: exception or None}."""
+def run_notebook(nb, name):
+    """Run every code cell but the setup cell; return {check cell index: CheckFailed or None}."""
     namespace, results = {"__name__": "__chapter__"}, {}
-    for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or "setup" in cell.metadata.get("tags", []):
             continue
-        source = stub_solutions(cell.source) if stub else cell.source
         with contextlib.redirect_stdout(io.StringIO()):
             try:
-                exec(compile(source, f"{path.name}[{index}]", "exec"), namespace)
+                exec(compile(cell.source, f"{name}[{index}]", "exec"), namespace)
                 error = None
             except CheckFailed as exc:
                 error = exc
@@ -39,22 +40,47 @@ def run_chapter(path, stub):
     return results
 
 
+def with_solutions(student, chapter):
+    """The student notebook with each stubbed cell's source replaced by the chapter's solution."""
+    solutions = {cell.id: cell.source for cell in chapter.cells if has_solution(cell.source)}
+    restored = nbformat.from_dict(student)
+    for cell in restored.cells:
+        cell.source = solutions.get(cell.id, cell.source)
+    assert len([c for c in restored.cells if c.id in solutions]) == len(solutions), "a solution cell went missing"
+    return restored
+
+
 chapters_with_exercises = [p for p in chapter_paths()
                            if any(has_solution(c.source) for c in nbformat.read(p, as_version=4).cells)]
 
 
 @pytest.mark.parametrize("path", chapters_with_exercises, ids=lambda p: p.name)
-def test_checks_pass_on_solutions_and_fail_on_stubs(path):
-    solved = run_chapter(path, stub=False)
-    assert len(solved) >= 3, f"{path.name} needs at least 3 checked exercises, has {len(solved)}"
-    assert {i: e for i, e in solved.items() if e is not None} == {}
-    stubbed = run_chapter(path, stub=True)
+def test_checks_fail_on_the_student_stubs_and_pass_on_the_solutions(path):
+    chapter = nbformat.read(path, as_version=4)
+    student = nbformat.read(student_path(path), as_version=4)
+    stubbed = run_notebook(student, f"student/{path.name}")
+    assert len(stubbed) >= 3, f"{path.name} needs at least 3 checked exercises, has {len(stubbed)}"
     for index, error in stubbed.items():
-        assert isinstance(error, CheckFailed), f"{path.name} cell {index}: the check passed on the stub"
-        assert "not written yet" in str(error)
+        assert isinstance(error, CheckFailed), f"student/{path.name} cell {index}: the check passed on the stub"
+        message = str(error)
+        assert "not written yet: " in message, message
+        assert len(message.split("not written yet: ", 1)[1]) > 20, f"no instruction in: {message}"
+    solved = run_notebook(with_solutions(student, chapter), f"{path.name} (solutions put back)")
+    assert solved.keys() == stubbed.keys()
+    assert {i: e for i, e in solved.items() if e is not None} == {}
 
 
 def test_stub_replaces_only_the_solution_region():
     source = 'def f(x):\n    """doc"""\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n'
     stubbed = stub_solutions(source)
-    assert stubbed == 'def f(x):\n    """doc"""\n    raise NotImplementedError("write your answer here")\n'
+    assert stubbed == ('def f(x):\n    """doc"""\n    # YOUR CODE HERE\n    raise NotImplementedError('
+                       '"write the body of f(); the check in the next cell tells you if it is right")\n')
+    with pytest.raises(NotImplementedError, match="f()"):
+        namespace = {}
+        exec(stubbed, namespace)
+        namespace["f"](1)
+
+
+def test_markdown_solutions_become_your_answer_here():
+    source = "Why?\n\n### BEGIN SOLUTION\nBecause.\n### END SOLUTION\n"
+    assert stub_solutions(source, "markdown") == "Why?\n\nYOUR ANSWER HERE\n"

@@ -1,20 +1,21 @@
 """Every chapter opens with the same setup cell, generated from _config.yml, that never touches torch."""
 import subprocess
 import sys
-import types
 
 import nbformat
 import pytest
 import yaml
 from conftest import ROOT, chapter_paths
 
-from setup_cell import MARKER, SETUP_TAGS, first_code_cell, setup_source
+from setup_cell import (MARKER, SETUP_TAGS, SOURCE_VARIABLE, first_code_cell, optional_requirements, pip_extras,
+                        setup_source)
 
 
 @pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
 def test_first_code_cell_is_the_generated_setup_cell(path):
-    cell = first_code_cell(nbformat.read(path, as_version=4))
-    assert cell is not None and cell.source == setup_source(), (
+    nb = nbformat.read(path, as_version=4)
+    cell = first_code_cell(nb)
+    assert cell is not None and cell.source == setup_source(pip_extras(nb)), (
         f"{path.name}: setup cell differs; run `python scripts/setup_cell.py`"
     )
     assert cell.source.startswith(MARKER)  # nbval skips it
@@ -26,34 +27,74 @@ def test_setup_cell_installs_from_the_configured_repository():
     assert f"git+{repo['url']}@{repo['branch']}#subdirectory=code" in setup_source()
 
 
-def run_setup_cell(monkeypatch, in_colab, importable):
-    """Execute the setup cell with pip replaced by a recorder; return the commands it ran."""
+def run_setup_cell(monkeypatch, installed, extras=(), returncode=0, source=None):
+    """Execute the setup cell with pip replaced by a recorder; return the commands it ran and its printout."""
     calls = []
-    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(cmd))
-    monkeypatch.setattr("importlib.util.find_spec", lambda name: object() if importable else None)
-    if in_colab:
-        monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, returncode, "", "ERROR: Could not find a version (network down)")
+
+    def fake_version(name):
+        if name not in installed:
+            raise __import__("importlib.metadata").metadata.PackageNotFoundError(name)
+        return "1.0"
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr("importlib.metadata.version", fake_version)
+    if source is None:
+        monkeypatch.delenv(SOURCE_VARIABLE, raising=False)
     else:
-        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    exec(setup_source(), {})
+        monkeypatch.setenv(SOURCE_VARIABLE, str(source))
+    exec(setup_source(extras), {})
     return calls
 
 
-def test_in_colab_installs_only_the_package(monkeypatch):
-    [cmd] = run_setup_cell(monkeypatch, in_colab=True, importable=True)
+def pip_requirements(cmd):
     assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
-    requirements = [arg for arg in cmd[4:] if not arg.startswith("-")]
-    assert len(requirements) == 1 and requirements[0].startswith("attention-book @ git+")
+    return [arg for arg in cmd[4:] if not arg.startswith("-")]
+
+
+def test_installs_only_the_package_when_it_is_missing(monkeypatch):
+    [cmd] = run_setup_cell(monkeypatch, installed={"torch"})
+    [requirement] = pip_requirements(cmd)
+    assert requirement.startswith("attention-book @ git+")
     assert not {"--upgrade", "-U", "--force-reinstall", "--no-deps"} & set(cmd)
     assert "torch" not in " ".join(cmd)
 
 
-def test_installs_when_the_package_is_missing(monkeypatch):
-    assert len(run_setup_cell(monkeypatch, in_colab=False, importable=False)) == 1
+def test_second_run_does_nothing(monkeypatch, capsys):
+    assert run_setup_cell(monkeypatch, installed={"torch", "attention-book"}) == []
+    assert "already installed" in capsys.readouterr().out
 
 
-def test_does_nothing_locally_when_the_package_is_installed(monkeypatch):
-    assert run_setup_cell(monkeypatch, in_colab=False, importable=True) == []
+def test_extras_are_installed_and_checked(monkeypatch):
+    extras = ["real"] if "real" in _optional() else ["test"]
+    [cmd] = run_setup_cell(monkeypatch, installed={"attention-book"}, extras=extras)
+    [requirement] = pip_requirements(cmd)
+    assert requirement.startswith(f"attention-book[{extras[0]}] @ git+")
+    assert "torch" not in " ".join(cmd)
+    everything = {"attention-book", *optional_requirements(extras)}
+    assert run_setup_cell(monkeypatch, installed=everything, extras=extras) == []
+
+
+def test_a_local_checkout_replaces_the_repository(monkeypatch, tmp_path):
+    [cmd] = run_setup_cell(monkeypatch, installed=set(), source=tmp_path)
+    assert pip_requirements(cmd) == [f"attention-book @ {tmp_path.resolve().as_uri()}"]
+
+
+def test_without_network_it_says_what_to_do(monkeypatch):
+    with pytest.raises(RuntimeError) as error:
+        run_setup_cell(monkeypatch, installed=set(), returncode=1)
+    message = str(error.value)
+    assert "network down" in message  # pip's own reason
+    assert "connect" in message and "pip install ./code" in message and SOURCE_VARIABLE in message
+
+
+def _optional():
+    import tomllib
+
+    return tomllib.loads((ROOT / "code" / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 
 
 def test_package_declares_lower_bounds_only():
@@ -62,3 +103,5 @@ def test_package_declares_lower_bounds_only():
     deps = tomllib.loads((ROOT / "code" / "pyproject.toml").read_text())["project"]["dependencies"]
     assert any(d.replace(" ", "").startswith("torch>=") for d in deps)
     assert not [d for d in deps if "==" in d or "<" in d]
+    for extra, requirements in _optional().items():
+        assert not [d for d in requirements if "torch" in d.split(">")[0].split("=")[0]], f"[{extra}] touches torch"

@@ -6,7 +6,10 @@ from ._compare import CheckFailed, _call, _compare
 
 
 def check_kv_head_of(fn):
-    """fn(query_head, n_heads, n_kv_heads) -> the K/V head that query head reads."""
+    """fn(query_head, n_heads, n_kv_heads) -> the K/V head that query head reads.
+
+    Tried on every query head of 5 layouts (MHA, GQA, MQA); compared with the grouping of repeat_interleave.
+    """
     task = "query heads come in n_kv_heads consecutive groups of n_heads // n_kv_heads."
     for h, g in [(8, 8), (8, 2), (8, 1), (32, 8), (12, 3)]:
         expected = [i // (h // g) for i in range(h)]
@@ -18,7 +21,10 @@ def check_kv_head_of(fn):
 
 
 def check_repeat_kv(fn):
-    """fn(k (B, g, S, d), n_heads) -> (B, h, S, d), K/V head j repeated for its h / g query heads."""
+    """fn(k (B, g, S, d), n_heads) -> (B, h, S, d), K/V head j repeated for its h / g query heads.
+
+    Tried on 3 random K tensors; compared with Tensor.repeat_interleave.
+    """
     task = "repeat each K/V head n_heads // g times in a row along dimension 1."
     gen = torch.Generator().manual_seed(11)
     for B, g, S, d, h in [(2, 2, 5, 4, 8), (1, 1, 3, 8, 4), (2, 4, 2, 2, 4)]:
@@ -29,7 +35,10 @@ def check_repeat_kv(fn):
 
 
 def check_folded_gqa(fn):
-    """fn(q (B, h, L, d), k, v (B, g, S, d)) -> (B, h, L, d) by folding each group's query heads into L."""
+    """fn(q (B, h, L, d), k, v (B, g, S, d)) -> (B, h, L, d) by folding each group's query heads into L.
+
+    Tried on 4 random inputs, MHA and MQA included; compared with attention_book.grouped_query_sdpa.
+    """
     task = ("reshape q to (B, g, (h // g) * L, d), run F.scaled_dot_product_attention against k and v, "
             "and reshape back to (B, h, L, d).")
     gen = torch.Generator().manual_seed(12)

@@ -11,7 +11,11 @@ MODELS = [("Llama 2 7B", 32, 32, 128), ("Llama 2 70B", 80, 8, 128), ("Llama 3 8B
 
 
 def check_kv_bytes_per_token(fn):
-    """fn(n_layers, n_kv_heads, d_head, bytes_per_element) -> bytes of K and V cached per token."""
+    """fn(n_layers, n_kv_heads, d_head, bytes_per_element) -> bytes of K and V cached per token.
+
+    Tried on 5 real models (Llama 2 7B and 70B, Llama 3 8B, Falcon 7B, Gemma 2B) in fp16 and fp32; compared with
+    attention_book.kv_cache_bytes_per_token.
+    """
     task = "count the numbers stored per token (keys and values, every layer, every K/V head) times their size."
     for name, n_layers, g, d_head in MODELS:
         for bytes_per_element in (2, 4):
@@ -25,7 +29,10 @@ def check_kv_bytes_per_token(fn):
 
 
 def check_decode_with_cache(fn):
-    """fn(layer, x) -> outputs (B, L, d_model) of feeding x to the layer one token at a time through a cache."""
+    """fn(layer, x) -> outputs (B, L, d_model) of feeding x to the layer one token at a time through a cache.
+
+    Tried on 3 random layers (MHA, GQA, MQA) and inputs; compared with the layer's full causal forward.
+    """
     task = "make a cache with layer.new_cache(B, L), then call layer(x[:, t:t + 1], cache=cache, is_causal=True) for each t."
     for seed, (d_model, h, g, B, L) in enumerate([(16, 4, 4, 2, 5), (24, 6, 2, 1, 7), (8, 4, 1, 3, 4)]):
         with torch.random.fork_rng():
@@ -41,7 +48,11 @@ def check_decode_with_cache(fn):
 
 
 def check_max_context(fn):
-    """fn(memory_bytes, n_layers, n_kv_heads, d_head, bytes_per_element, batch) -> longest context that fits."""
+    """fn(memory_bytes, n_layers, n_kv_heads, d_head, bytes_per_element, batch) -> longest context that fits.
+
+    Tried on 4 memory budgets and models; compared with the memory divided by the batch's cache bytes per token
+    (attention_book.kv_cache_bytes_per_token).
+    """
     task = "divide the memory by the bytes one token takes for the whole batch, rounding down."
     cases = [(16 * 2**30, "Llama 2 7B", 2, 1), (16 * 2**30, "Llama 3 8B", 2, 1), (80 * 2**30, "Llama 2 70B", 2, 8),
              (2**30, "Gemma 2B", 4, 3)]
@@ -51,6 +62,7 @@ def check_max_context(fn):
         expected = memory // (kv_cache_bytes_per_token(n_layers, g, d_head, bytes_per_element) * batch)
         got = _call(fn, (memory, n_layers, g, d_head, bytes_per_element, batch), task)
         if got != expected:
-            raise CheckFailed(f"{memory / 2**30:.0f} GiB for {name} with batch {batch} at {bytes_per_element} bytes "
-                              f"per element: expected {expected:,} tokens, got {got!r}\nHint: use integer division //")
+            raise CheckFailed(f"max_context(memory_bytes={memory} ({memory / 2**30:.0f} GiB), n_layers={n_layers}, "
+                              f"n_kv_heads={g}, d_head={d_head}, bytes_per_element={bytes_per_element}, batch={batch}) "
+                              f"for {name}: expected {expected:,} tokens, got {got!r}\nHint: use integer division //")
     print(f"✓ max_context is right for {len(cases)} memory budgets and models.")

@@ -7,7 +7,10 @@ from ._compare import CheckFailed, _call, _compare, _describe
 
 
 def check_split_heads(fn):
-    """fn(x, n_heads): (B, L, d_model) -> (B, h, L, d_head), head j holding columns j*d_head:(j+1)*d_head."""
+    """fn(x, n_heads): (B, L, d_model) -> (B, h, L, d_head), head j holding columns j*d_head:(j+1)*d_head.
+
+    Tried on 3 random inputs, d_model from 8 to 30; compared with view and transpose.
+    """
     task = "cut the last dimension into n_heads slices of d_head, then move the head dimension before L."
     gen = torch.Generator().manual_seed(3)
     cases = [(2, 5, 12, 3), (1, 4, 8, 8), (3, 2, 30, 5)]  # (B, L, d_model, n_heads)
@@ -20,7 +23,10 @@ def check_split_heads(fn):
 
 
 def check_merge_heads(fn):
-    """fn(x): (B, h, L, d_head) -> (B, L, h * d_head), the inverse of split_heads."""
+    """fn(x): (B, h, L, d_head) -> (B, L, h * d_head), the inverse of split_heads.
+
+    Tried on 3 random inputs; compared with transpose and reshape.
+    """
     task = "move the head dimension back after L, then join the heads' slices into one dimension."
     gen = torch.Generator().manual_seed(4)
     cases = [(2, 3, 5, 4), (1, 8, 4, 1), (3, 5, 2, 6)]  # (B, h, L, d_head)
@@ -33,7 +39,11 @@ def check_merge_heads(fn):
 
 
 def check_param_count(fn):
-    """fn(d_model, n_heads, n_kv_heads, bias) -> number of parameters of GroupedQueryAttention."""
+    """fn(d_model, n_heads, n_kv_heads, bias) -> number of parameters of GroupedQueryAttention.
+
+    Tried on 5 configurations (MHA, GQA, MQA, with and without biases); compared with the parameters of
+    attention_book.GroupedQueryAttention.
+    """
     task = "add up the weights (and biases) of the Q, K, V and O projections."
     cases = [(512, 8, 8, True), (512, 8, 8, False), (64, 4, 1, True), (96, 12, 3, False), (30, 5, 5, True)]
     for d_model, h, g, bias in cases:
@@ -50,7 +60,10 @@ def check_param_count(fn):
 
 
 def check_to_torch_mha(fn):
-    """fn(layer) -> nn.MultiheadAttention(batch_first=True) computing what the MHA ``layer`` computes."""
+    """fn(layer) -> nn.MultiheadAttention(batch_first=True) computing what the MHA ``layer`` computes.
+
+    Tried on 3 random layers with a causal mask; the module's output compared with the layer's.
+    """
     task = ("build an nn.MultiheadAttention that reads (B, L, d_model) inputs, and copy the layer's four "
             "projections into it (its in_proj_weight stacks three of them).")
     for seed, (d_model, h) in enumerate([(16, 4), (24, 3), (8, 1)]):
@@ -60,7 +73,8 @@ def check_to_torch_mha(fn):
             x = torch.randn(2, 5, d_model)
         mha = _call(fn, (layer,), task)
         if not isinstance(mha, torch.nn.MultiheadAttention):
-            raise CheckFailed(f"expected an nn.MultiheadAttention, got {_describe(mha)}")
+            raise CheckFailed(f"your function on a layer with d_model={d_model}, n_heads={h}: expected an "
+                              f"nn.MultiheadAttention, got {_describe(mha)}")
         mask = causal_mask(5)
         expected, _ = layer(x, mask=mask)
         try:

@@ -8,7 +8,10 @@ from ._compare import CheckFailed, _call, _compare
 
 
 def check_mqa_param_count(fn):
-    """fn(d_model, n_heads) -> parameters of GroupedQueryAttention(d_model, n_heads, n_kv_heads=1) (with biases)."""
+    """fn(d_model, n_heads) -> parameters of GroupedQueryAttention(d_model, n_heads, n_kv_heads=1) (with biases).
+
+    Tried on 4 sizes; compared with the parameters of GroupedQueryAttention(d_model, n_heads, 1).
+    """
     task = "W_q and W_o are d_model x d_model, but W_k and W_v only d_model x d_head; add the biases."
     for d_model, h in [(512, 8), (64, 4), (96, 12), (30, 5)]:
         expected = sum(p.numel() for p in GroupedQueryAttention(d_model, h, 1).parameters())
@@ -20,7 +23,10 @@ def check_mqa_param_count(fn):
 
 
 def check_mqa_attention(fn):
-    """fn(q (B, h, L, d), k (B, 1, S, d), v (B, 1, S, d)) -> (B, h, L, d), without copying K and V per head."""
+    """fn(q (B, h, L, d), k (B, 1, S, d), v (B, 1, S, d)) -> (B, h, L, d), without copying K and V per head.
+
+    Tried on 3 random inputs; compared with attention_book.grouped_query_sdpa.
+    """
     task = "compute softmax(q kᵀ / √d) v, letting the size-1 head dimension of k and v broadcast over the h heads."
     gen = torch.Generator().manual_seed(10)
     for B, h, L, S, d in [(2, 4, 1, 7, 8), (1, 8, 3, 5, 4), (3, 2, 4, 4, 16)]:
@@ -32,7 +38,11 @@ def check_mqa_attention(fn):
 
 
 def check_tokens_per_second_bound(fn):
-    """fn(bandwidth, n_layers, n_kv_heads, d_head, context, bytes_per_element) -> the fastest decode rate."""
+    """fn(bandwidth, n_layers, n_kv_heads, d_head, context, bytes_per_element) -> the fastest decode rate.
+
+    Tried on 4 models and machines; compared with the bandwidth divided by the bytes of the whole cache
+    (attention_book.kv_cache_bytes_per_token).
+    """
     task = "each step must read the whole cache once: bandwidth / (bytes per token x context)."
     cases = [(25e9, 32, 32, 128, 4096, 2), (25e9, 32, 8, 128, 4096, 2), (900e9, 80, 8, 128, 8192, 2),
              (25e9, 18, 1, 256, 2048, 4)]

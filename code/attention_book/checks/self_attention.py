@@ -7,7 +7,10 @@ from ._compare import CheckFailed, _call, _compare, _describe
 
 
 def check_self_attention(fn):
-    """fn(x, W_q, W_k, W_v) -> (out, weights), x (B, L, d_model), each W (d_model, d_head)."""
+    """fn(x, W_q, W_k, W_v) -> (out, weights), x (B, L, d_model), each W (d_model, d_head).
+
+    Tried on 3 random inputs and weight matrices; weights and output compared with attention_book.SelfAttentionHead.
+    """
     task = "compute q = x @ W_q, k = x @ W_k, v = x @ W_v, then scaled dot-product attention of q, k, v."
     for seed, (B, L, d_model, d_head) in enumerate([(2, 5, 8, 4), (1, 7, 6, 6), (3, 3, 10, 2)]):
         with torch.random.fork_rng():
@@ -27,7 +30,10 @@ def check_self_attention(fn):
 
 
 def check_sinusoidal(fn):
-    """fn(L, d_model) -> (L, d_model) sinusoidal position encodings."""
+    """fn(L, d_model) -> (L, d_model) sinusoidal position encodings.
+
+    Tried on 4 sizes from (1, 2) to (50, 16); compared with attention_book.sinusoidal_positions.
+    """
     task = "column 2i holds sin(p / 10000^(2i / d_model)), column 2i + 1 the cosine of the same angle."
     for L, d_model in [(1, 2), (6, 8), (50, 16), (10, 64)]:
         _compare("your position encoding", f"L={L}, d_model={d_model}", sinusoidal_positions(L, d_model),
@@ -36,7 +42,10 @@ def check_sinusoidal(fn):
 
 
 def check_weights_bytes(fn):
-    """fn(B, h, L, S, dtype) -> bytes taken by the attention weights of that shape and dtype."""
+    """fn(B, h, L, S, dtype) -> bytes taken by the attention weights of that shape and dtype.
+
+    Tried on 5 shapes in fp16, bf16, fp32 and fp64; compared with the size of a real tensor (Tensor.nbytes).
+    """
     task = "multiply the number of weights, B * h * L * S, by the bytes of one element of dtype."
     cases = [(1, 1, 4, 4, torch.float32), (2, 8, 10, 10, torch.float32), (8, 12, 1024, 1024, torch.float16),
              (1, 32, 1, 4096, torch.bfloat16), (4, 2, 3, 5, torch.float64)]

@@ -7,7 +7,11 @@ from ._compare import CheckFailed, _call, _compare, _describe
 
 
 def check_stable_softmax(fn):
-    """fn(x) -> softmax over the last dimension, stable for large inputs. x: (..., S)."""
+    """fn(x) -> softmax over the last dimension, stable for large inputs. x: (..., S).
+
+    Tried on 5 random inputs of 2 or 3 dimensions, with values up to ±1000 and rows near -1000; compared with
+    torch.softmax.
+    """
     task = "return exp(x) / sum(exp(x)) along the last dimension, after subtracting each row's maximum."
     gen = torch.Generator().manual_seed(0)
     cases = [((3, 5), 1.0, 0.0), ((2, 4, 6), 10.0, 0.0), ((1, 7), 100.0, 0.0), ((4, 3), 1000.0, 0.0),
@@ -23,7 +27,10 @@ def check_stable_softmax(fn):
 
 
 def check_causal_mask(fn):
-    """fn(L, S) -> (L, S) boolean mask, True = may attend, aligned bottom-right."""
+    """fn(L, S) -> (L, S) boolean mask, True = may attend, aligned bottom-right.
+
+    Tried on 5 sizes (L, S), square and not; compared with attention_book.causal_mask.
+    """
     task = "return an (L, S) boolean tensor where query i may attend to keys 0 .. i + (S - L)."
     sizes = [(1, 1), (4, 4), (1, 6), (3, 5), (2, 7)]
     for L, S in sizes:
@@ -32,7 +39,11 @@ def check_causal_mask(fn):
 
 
 def check_attention(fn):
-    """fn(q, k, v, mask=None) -> (out, weights), like attention_book.scaled_dot_product_attention."""
+    """fn(q, k, v, mask=None) -> (out, weights), like attention_book.scaled_dot_product_attention.
+
+    Tried on 3 random q, k, v: without a mask, with a causal mask and with a random mask; weights and output
+    compared with attention_book.scaled_dot_product_attention.
+    """
     task = "compute weights = softmax(q kᵀ / √d) with masked keys excluded, and return (weights @ v, weights)."
     gen = torch.Generator().manual_seed(1)
     cases = [(3, 5, 4, 4, None), (4, 4, 8, 3, "causal"), (2, 6, 16, 5, "random")]  # (L, S, d, d_v, mask)

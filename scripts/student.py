@@ -1,0 +1,109 @@
+"""Write the student version of every chapter: ``student/NN_name.ipynb`` from ``book/NN_name.ipynb``.
+
+    python scripts/student.py          # (re)write student/*.ipynb   (make student)
+    python scripts/student.py --check  # exit 1 and list the student versions that are out of date
+
+In a student version:
+- every region between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` is replaced by a stub that raises
+  NotImplementedError with a hint (scripts/exercises.py, nbgrader's convention);
+- cells tagged ``solution-only`` are removed;
+- the outputs of the ``exercise`` and ``exercise-check`` cells are cleared;
+- a short note after the title says what to do and links the solved chapter;
+- everything else is kept, the setup cell included, so the notebook opens in Colab on its own.
+The student versions are committed (Colab opens them from the repository); tests/test_student.py fails
+when they are out of date.
+"""
+import copy
+import pathlib
+import sys
+
+import nbformat
+import yaml
+
+from exercises import has_solution, stub_solutions
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+STUDENT = ROOT / "student"
+SOLUTION_ONLY = "solution-only"
+CLEARED = {"exercise", "exercise-check"}
+NOTE_ID = "student-version-note"
+
+
+def chapters():
+    return sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+
+
+def blob_url(relative: str) -> str:
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    return f"{repo['url']}/blob/{repo.get('branch', 'main')}/{relative}"
+
+
+def colab_url(relative: str) -> str:
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    slug = repo["url"].removeprefix("https://github.com/")
+    return f"https://colab.research.google.com/github/{slug}/blob/{repo.get('branch', 'main')}/{relative}"
+
+
+def note_cell(chapter: pathlib.Path):
+    text = ("**Student version.** The exercises at the end are yours to write: each `raise NotImplementedError` "
+            "marks code to replace, and the check cell after it says whether your answer is right, on which input "
+            "it went wrong, and what it expected. Run the setup cell first. The solved chapter is "
+            f"[book/{chapter.name}]({blob_url(f'book/{chapter.name}')}).")
+    cell = nbformat.v4.new_markdown_cell(text, metadata={"tags": ["student-note"]})
+    cell.id = NOTE_ID
+    return cell
+
+
+def student_version(nb, chapter: pathlib.Path):
+    """The student notebook for chapter ``nb`` (a new notebook; ``nb`` is not changed)."""
+    nb = copy.deepcopy(nb)
+    cells = []
+    for cell in nb.cells:
+        tags = set(cell.metadata.get("tags", []))
+        if SOLUTION_ONLY in tags:
+            continue
+        if has_solution(cell.source):
+            cell.source = stub_solutions(cell.source, cell.cell_type)
+        if cell.cell_type == "code" and tags & CLEARED:
+            cell.outputs = []
+            cell.execution_count = None
+        cells.append(cell)
+    title = 1 if cells and cells[0].cell_type == "markdown" else 0
+    cells.insert(title, note_cell(chapter))
+    nb.cells = cells
+    return nb
+
+
+def render(chapter: pathlib.Path) -> str:
+    text = nbformat.writes(student_version(nbformat.read(chapter, as_version=4), chapter))
+    return text if text.endswith("\n") else text + "\n"
+
+
+def student_path(chapter: pathlib.Path) -> pathlib.Path:
+    return STUDENT / chapter.name
+
+
+def main(argv) -> int:
+    check = "--check" in argv
+    stale = []
+    for chapter in chapters():
+        path, text = student_path(chapter), render(chapter)
+        if path.exists() and path.read_text() == text:
+            continue
+        stale.append(path)
+        if not check:
+            STUDENT.mkdir(exist_ok=True)
+            path.write_text(text)
+    orphans = sorted(set(STUDENT.glob("*.ipynb")) - {student_path(c) for c in chapters()})
+    for path in orphans:
+        if not check:
+            path.unlink()
+    for path in stale:
+        print(f"{path.relative_to(ROOT)}: {'out of date' if check else 'written'}")
+    for path in orphans:
+        print(f"{path.relative_to(ROOT)}: {'has no chapter' if check else 'removed (no chapter)'}")
+    return 1 if check and (stale or orphans) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,75 @@
+"""Every exercise check gives feedback: on a stub it says what to write; on a wrong answer it says which
+input it tried, what it expected and what came back; in Jupyter it shows that message, not a traceback."""
+import inspect
+
+import attention_book.checks as checks
+import pytest
+from attention_book.checks import CheckFailed
+
+ALL_CHECKS = [getattr(checks, name) for name in checks.__all__ if name.startswith("check_")]
+
+
+def stub(*args):
+    raise NotImplementedError("write your answer here")
+
+
+def returns_none(*args):
+    return None
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+def test_a_stub_is_told_what_to_write(check):
+    with pytest.raises(CheckFailed, match="stub is not written yet: .{20,}"):
+        check(stub)
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+def test_a_wrong_answer_is_told_the_input_the_expectation_and_the_result(check):
+    with pytest.raises(CheckFailed) as error:
+        check(returns_none)
+    message = str(error.value)
+    assert "expected" in message and "got" in message and "None" in message, message
+    assert " on " in message or "=" in message, f"no input named in: {message}"
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+def test_checks_try_several_inputs(check):
+    """Each check loops over several inputs (or a list of cases); a single hard-coded value is not enough."""
+    calls = []
+
+    def recorder(*args):
+        calls.append(args)
+        raise NotImplementedError
+
+    with pytest.raises(CheckFailed):
+        check(recorder)
+    assert calls, check.__name__
+    source = inspect.getsource(check)
+    assert "for " in source, f"{check.__name__} tries a single input"
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+def test_checks_say_what_they_try(check):
+    """The instructor guide's exercise table (scripts/course_map.py) shows each check's docstring: its first
+    line says what the function must do, its second paragraph which inputs it tries and against what."""
+    paragraphs = inspect.getdoc(check).split("\n\n")
+    assert len(paragraphs) >= 2 and paragraphs[1].startswith("Tried on") and "compared with" in paragraphs[1], (
+        f"{check.__name__}: add a second docstring paragraph 'Tried on ...; compared with ...'")
+
+
+def test_an_error_in_the_learners_code_keeps_its_traceback_and_names_the_input():
+    def broken(x):
+        return x.nonexistent
+
+    with pytest.raises(AttributeError) as error:
+        checks.check_stable_softmax(broken)
+    notes = getattr(error.value, "__notes__", [])
+    assert any("broken on input: tensor of shape" in note for note in notes)
+
+
+def test_ipython_shows_the_message_without_a_traceback():
+    error = CheckFailed("f on x (2, 3): expected shape (2,), got (3,)\nHint: sum over the last dimension")
+    lines = error._render_traceback_()
+    assert "CheckFailed" in lines[0] and "expected shape (2,)" in lines[0]
+    assert lines[1] == "Hint: sum over the last dimension"
+    assert not any("Traceback" in line or "File " in line for line in lines)

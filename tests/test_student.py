@@ -1,0 +1,56 @@
+"""The committed student versions (student/NN_*.ipynb) are exactly what scripts/student.py writes.
+
+That the student versions run up to their first exercise, that every check fails on its stub with a
+helpful message and passes with the solution put back: tests/test_exercises.py (in-process) and
+tests/test_colab.py (in a fresh kernel, as in Colab).
+"""
+import nbformat
+import pytest
+from conftest import ROOT, chapter_paths
+
+from exercises import has_solution
+from setup_cell import first_code_cell
+from student import CLEARED, SOLUTION_ONLY, render, student_path
+
+
+@pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
+def test_student_version_is_up_to_date(path):
+    target = student_path(path)
+    assert target.exists(), f"student/{path.name} is missing: run `make student`"
+    assert target.read_text() == render(path), f"student/{path.name} is out of date: run `make student`"
+
+
+def test_every_student_version_has_a_chapter():
+    chapters = {p.name for p in chapter_paths()}
+    orphans = [p.name for p in (ROOT / "student").glob("*.ipynb") if p.name not in chapters]
+    assert orphans == [], f"student versions without a chapter: {orphans}; run `make student`"
+
+
+@pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
+def test_student_version_holds_no_solution(path):
+    chapter = nbformat.read(path, as_version=4)
+    student = nbformat.read(student_path(path), as_version=4)
+    for cell in student.cells:
+        assert not has_solution(cell.source)
+        assert SOLUTION_ONLY not in cell.metadata.get("tags", [])
+        if cell.cell_type == "code" and CLEARED & set(cell.metadata.get("tags", [])):
+            assert cell.outputs == [], f"student/{path.name}: outputs left in an exercise cell"
+    stubbed = [c for c in chapter.cells if has_solution(c.source)]
+    by_id = {c.id: c for c in student.cells}
+    for cell in stubbed:
+        assert "raise NotImplementedError(" in by_id[cell.id].source
+    setup = first_code_cell(chapter)
+    assert by_id[setup.id].source == setup.source  # the setup cell is kept, so Colab can open the notebook alone
+
+
+@pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
+def test_chapters_follow_nbgrader_markers(path):
+    """nbgrader generate_assignment (with nbgrader_config.py) treats any line that contains BEGIN SOLUTION
+    or END SOLUTION as a marker, in any cell: such lines must be real, paired markers in code cells."""
+    for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        markers = [line.strip() for line in cell.source.splitlines() if "BEGIN SOLUTION" in line or "END SOLUTION" in line]
+        if not markers:
+            continue
+        assert cell.cell_type == "code", f"{path.name} cell {index}: prose names a solution marker; nbgrader would cut it"
+        assert markers == ["### BEGIN SOLUTION", "### END SOLUTION"] * (len(markers) // 2), (
+            f"{path.name} cell {index}: unpaired or malformed solution markers {markers}")
