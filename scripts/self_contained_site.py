@@ -7,6 +7,10 @@ Two things in Jupyter Book 1's stack would reach out, and this extension changes
    would fetch Thebe from unpkg.com, and its configuration, added twice, so that every page logged
    "Identifier 'THEBE_JS_URL' has already been declared". ``drop_thebe_assets`` leaves them out.
 
+It also keeps pages light: the theme loads ``fontawesome.js`` (1.5 MB, Font Awesome's SVG icons, there "so that users
+can add custom icons") on every page, although its stylesheet already draws the same icons with Font Awesome's web
+fonts. ``drop_fontawesome_js`` removes that script from the built pages.
+
 MathJax
 -------
 
@@ -27,6 +31,7 @@ Jupyter Book 1 adds every ``.js`` file it finds there to every page.
 """
 import importlib.metadata
 import pathlib
+import re
 import shutil
 
 from sphinx.errors import ExtensionError
@@ -97,7 +102,25 @@ def drop_thebe_assets(app, pagename, templatename, context, doctree) -> None:
             context[key][:] = [asset for asset in context[key] if not _is_thebe_asset(asset)]
 
 
+FONTAWESOME_TAG = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>')
+
+
+def drop_fontawesome_js(app, exception) -> None:
+    """On build-finished: take the theme's fontawesome.js out of every page and out of _static."""
+    if exception is not None or app.builder.format != "html":
+        return
+    outdir = pathlib.Path(app.outdir)
+    for page in outdir.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        lighter = FONTAWESOME_TAG.sub("", text)
+        if lighter != text:
+            page.write_text(lighter, encoding="utf-8")
+    for name in ("fontawesome.js", "fontawesome.js.map", "fontawesome.js.LICENSE.txt"):
+        (outdir / "_static" / "scripts" / name).unlink(missing_ok=True)
+
+
 def setup(app):
     app.connect("config-inited", stage_mathjax)
     app.connect("html-page-context", drop_thebe_assets, priority=900)
+    app.connect("build-finished", drop_fontawesome_js)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -8,7 +8,7 @@ from ._compare import CheckFailed
 from .grouped_query import check_folded_gqa, check_kv_head_of, check_repeat_kv
 from .kv_cache import check_decode_with_cache, check_kv_bytes_per_token, check_max_context
 from .multi_head import check_merge_heads, check_param_count, check_split_heads, check_to_torch_mha
-from .mha_to_gqa import check_converted_attention, check_group_members, check_mean_pool
+from .mha_to_gqa import check_converted_attention, check_group_members, check_pool_projection
 from .multi_query import check_mqa_attention, check_mqa_param_count, check_tokens_per_second_bound
 from .real_heads import (check_attention_entropy, check_gqa_similarity, check_mean_pool,
                          check_next_token_score)
@@ -27,6 +27,6 @@ __all__ = [
     "check_decode_with_cache", "check_kv_bytes_per_token", "check_max_context",
     "check_mqa_attention", "check_mqa_param_count", "check_tokens_per_second_bound",
     "check_folded_gqa", "check_kv_head_of", "check_repeat_kv",
-    "check_converted_attention", "check_group_members", "check_mean_pool",
+    "check_converted_attention", "check_group_members", "check_pool_projection",
     "check_cache_bytes", "check_pareto_front", "check_roofline_seconds",
 ]

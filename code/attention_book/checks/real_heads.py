@@ -24,7 +24,11 @@ def _padded_weights(generator, B, h, L, sharpness):
 
 
 def check_mean_pool(fn):
-    """fn(hidden (B, L, d_model), padding (B, L)) -> (B, d_model): the mean over each sentence's real tokens."""
+    """fn(hidden (B, L, d_model), padding (B, L)) -> (B, d_model): the mean over each sentence's real tokens.
+
+    Tried on 3 seeded random padded batches of shapes (1, 4, 3), (3, 6, 5) and (4, 9, 8), each with one unpadded
+    sentence; compared with attention_book.mean_pool.
+    """
     task = "average hidden[b, i] over the positions i where padding[b, i] is True, one vector per sentence."
     gen = torch.Generator().manual_seed(50)
     for B, L, d in [(1, 4, 3), (3, 6, 5), (4, 9, 8)]:
@@ -36,7 +40,11 @@ def check_mean_pool(fn):
 
 
 def check_next_token_score(fn):
-    """fn(weights (B, h, L, L), padding (B, L)) -> (h,): mean weight from a real token to the next real token."""
+    """fn(weights (B, h, L, L), padding (B, L)) -> (h,): mean weight from a real token to the next real token.
+
+    Tried on a perfect next-token pattern (1, 1, 4, 4) and 2 seeded random padded weight tensors (2, 3, 6, 6) and
+    (4, 2, 9, 9); compared with attention_book.weight_on(weights, offset_targets(padding, +1), padding).
+    """
     task = ("for every real token i whose next position i + 1 is also real, take weights[b, :, i, i + 1]; average "
             "over those queries and the batch, one number per head.")
     gen = torch.Generator().manual_seed(51)
@@ -55,7 +63,11 @@ def check_next_token_score(fn):
 
 
 def check_attention_entropy(fn):
-    """fn(weights (B, h, L, L), padding (B, L)) -> (h,): mean entropy in nats of the real queries' rows."""
+    """fn(weights (B, h, L, L), padding (B, L)) -> (h,): mean entropy in nats of the real queries' rows.
+
+    Tried on one-hot and uniform weights over 5 keys and 2 seeded random padded weight tensors (2, 3, 6, 6) and
+    (3, 2, 8, 8); compared with attention_book.attention_entropy.
+    """
     task = "compute -sum_j w log w for each real query's row (0 log 0 = 0), and average over real queries and the batch."
     gen = torch.Generator().manual_seed(52)
     one_hot = torch.eye(5)[None, None]  # every query on one key: entropy 0
@@ -73,7 +85,12 @@ def check_attention_entropy(fn):
 
 
 def check_gqa_similarity(fn):
-    """fn(encoder, ids, padding, n_kv_heads) -> (B,): cosine of each sentence's embedding before and after pooling."""
+    """fn(encoder, ids, padding, n_kv_heads) -> (B,): cosine of each sentence's embedding before and after pooling.
+
+    Tried on a seeded random 2-layer, 6-head encoder and a padded batch of 3 sentences, pooled to n_kv_heads = 6, 3
+    and 1; compared with the cosine of attention_book.sentence_embeddings before and after
+    attention_book.convert_to_gqa.
+    """
     task = ("convert the encoder with convert_to_gqa(encoder, n_kv_heads), embed the batch with both models, and "
             "return the cosine similarity of each sentence's two embeddings.")
     config = BertConfig(vocab_size=40, d_model=24, n_layers=2, n_heads=6, d_ff=48, max_len=16)

@@ -3,7 +3,11 @@ from ._compare import CheckFailed, _call
 
 
 def check_cache_bytes(fn):
-    """fn(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_element, window) -> bytes of the whole KV cache."""
+    """fn(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_element, window) -> bytes of the whole KV cache.
+
+    Tried on 6 models and contexts (MHA, GQA, MQA; fp16 and fp32), 3 of them with a 4,096-token window, one shorter
+    than it; compared with 2 x n_layers x n_kv_heads x d_head x bytes x min(n_tokens, window).
+    """
     task = ("2 x n_layers x n_kv_heads x d_head x bytes_per_element per cached token; with a window, "
             "only the last `window` tokens are cached.")
     cases = [(32, 32, 128, 4096, 2, None), (32, 8, 128, 4096, 2, None), (32, 8, 128, 32_768, 2, 4096),
@@ -20,7 +24,11 @@ def check_cache_bytes(fn):
 
 
 def check_roofline_seconds(fn):
-    """fn(n_kv_heads, S, d_head, bytes_per_element, bandwidth) -> the fastest one decode step's attention can be."""
+    """fn(n_kv_heads, S, d_head, bytes_per_element, bandwidth) -> the fastest one decode step's attention can be.
+
+    Tried on 4 caches and bandwidths (n_kv_heads = 8, 1, 4, 2; 20 GB/s to 1 TB/s, and a tiny one at 1 B/s);
+    compared with 2 x n_kv_heads x S x d_head x bytes / bandwidth, to a relative 1e-9.
+    """
     task = "the bytes of K and V a step must read (2 x n_kv_heads x S x d_head x bytes), divided by the bandwidth."
     for g, S, d, b, bandwidth in [(8, 16_384, 128, 4, 20e9), (1, 16_384, 128, 4, 20e9), (4, 1000, 64, 2, 1e12),
                                   (2, 7, 3, 4, 1.0)]:
@@ -37,7 +45,11 @@ def _pareto(points):
 
 
 def check_pareto_front(fn):
-    """fn(points: list of (bytes, loss)) -> the points no other point beats on both, sorted by bytes."""
+    """fn(points: list of (bytes, loss)) -> the points no other point beats on both, sorted by bytes.
+
+    Tried on 4 sets of (bytes, loss) points: unsorted, with ties in bytes, a single point, and one where the
+    largest cache has the lowest loss; compared with a brute-force front that drops every dominated point.
+    """
     task = "keep a point unless another point has fewer or equal bytes and a lower or equal loss (and differs)."
     cases = [[(512, 0.01), (256, 0.03), (128, 1.9), (64, 2.7)],
              [(512, 0.01), (256, 0.5), (256, 0.03), (128, 0.04), (64, 2.7), (64, 3.0)],
@@ -46,6 +58,10 @@ def check_pareto_front(fn):
     for points in cases:
         expected = _pareto(points)
         got = _call(fn, (list(points),), task)
-        if got is None or [tuple(p) for p in got] != expected:
-            raise CheckFailed(f"points {points}: expected the front {expected}, got {got!r}")
+        try:
+            same = [tuple(p) for p in got] == expected
+        except TypeError:  # None, a number, points that are not pairs
+            same = False
+        if not same:
+            raise CheckFailed(f"pareto_front on points {points}: expected the front {expected}, got {got!r}")
     print(f"✓ pareto_front is right for {len(cases)} sets of points.")
