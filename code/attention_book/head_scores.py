@@ -53,15 +53,13 @@ def induction_score(weights, tokens):
     occurrence = same & earlier  # (B, L, L): j is an earlier occurrence of token i
     target = torch.zeros_like(occurrence)
     target[:, :, 1:] = occurrence[:, :, :-1]  # key j + 1 is a target when j is an earlier occurrence
-    has_target = target.any(dim=-1)  # (B, L): queries the score is defined for
-    if not has_target.any():
+    if not target.any():
         raise ValueError("induction_score needs a token that occurs twice in tokens, but every token is unique")
-    on_targets = (weights * target[:, None]).sum(dim=-1)  # (..., B, h, L)
-    per_head = (on_targets * has_target[:, None]).sum(dim=(-3, -1))  # (..., h): sum over the batch and positions
-    return per_head / has_target.sum()
+    return weight_on(weights, target)  # queries without a target (a first occurrence) are left out
 
 
 def _check_weights(weights):
+    """Self-attention weights: (B, h, L, L) or (n_layers, B, h, L, L)."""
     if weights.dim() not in (4, 5):
         raise ValueError(f"weights must have shape (B, h, L, L) or (n_layers, B, h, L, L), "
                          f"got {weights.dim()} dimensions: {tuple(weights.shape)}")
@@ -128,6 +126,7 @@ def attention_entropy(weights, queries=None):
 
 
 def _check_batch_weights(weights):
+    """Any attention weights: (B, h, L, S) or (n_layers, B, h, L, S)."""
     if weights.dim() not in (4, 5):
         raise ValueError(f"weights must have shape (B, h, L, S) or (n_layers, B, h, L, S), "
                          f"got {weights.dim()} dimensions: {tuple(weights.shape)}")

@@ -98,14 +98,16 @@ def plot_attention_grid(weights, queries, keys, row_names=None, annotate=False, 
     return fig
 
 
-def annotate_heatmap(image, values, decimals=2, fontsize=8):
+def annotate_heatmap(image, values, decimals=2, fontsize=8, fmt=None):
     """Write each value of a heatmap drawn by ``ax.imshow`` in its cell, in black or white, whichever has
     more contrast with the cell's colour.
 
     Args:
         image: what ``ax.imshow(values, ...)`` returned (its colour map and limits pick the text colour).
         values: shape (rows, columns), the numbers the heatmap shows.
+        fmt: a function from a value to its label; default: the value with ``decimals`` decimals.
     """
+    fmt = fmt or (lambda v: f"{v:.{decimals}f}")
     values = torch.as_tensor(values).detach().float().cpu()
     if values.dim() != 2:
         raise ValueError(f"values must have shape (rows, columns), got {tuple(values.shape)}")
@@ -114,7 +116,7 @@ def annotate_heatmap(image, values, decimals=2, fontsize=8):
             v = values[row, col].item()
             red, green, blue, _ = image.cmap(image.norm(v))
             luminance = 0.2126 * red + 0.7152 * green + 0.0722 * blue
-            image.axes.text(col, row, f"{v:.{decimals}f}", ha="center", va="center", fontsize=fontsize,
+            image.axes.text(col, row, fmt(v), ha="center", va="center", fontsize=fontsize,
                             color="black" if luminance > 0.45 else "white")
 
 
@@ -138,13 +140,8 @@ def plot_head_map(scores, ax=None, title=None, vmin=0.0, vmax=1.0, cmap=ATTENTIO
     ax.set_ylabel("layer")
     if title:
         ax.set_title(title)
-    for row in range(n_layers):
-        for col in range(n_heads):
-            value = scores[row, col].item()
-            red, green, blue, _ = image.cmap(image.norm(value))
-            dark = 0.2126 * red + 0.7152 * green + 0.0722 * blue <= 0.45
-            ax.text(col, row, f"{value:.{decimals}f}".lstrip("0") if 0 <= value < 1 else f"{value:.{decimals - 1}f}",
-                    ha="center", va="center", fontsize=6, color="white" if dark else "black")
+    annotate_heatmap(image, scores, fontsize=6,  # ".86" rather than "0.86", to fit the small cells
+                     fmt=lambda v: f"{v:.{decimals}f}".lstrip("0") if 0 <= v < 1 else f"{v:.{decimals - 1}f}")
     return ax
 
 
