@@ -1,5 +1,5 @@
 # The two commands of the README. Both create .venv on first use and install requirements.txt into it.
-.PHONY: book test test-fast execute setup-cells student course-map clean
+.PHONY: book test test-fast test-numerics execute setup-cells student course-map clean
 
 PYTHON ?= python3
 VENV := .venv
@@ -18,10 +18,17 @@ book: $(INSTALLED)
 
 ## make test: unit tests, nbval over every chapter, drift, setup cells, student versions, exercises,
 ## the instructor guide's tables, the simulated Colab runs (marker colab), the book build, and the site in
-## headless Chromium (installed with apt when /usr/bin/chromium is missing)
+## headless Chromium (installed with apt when /usr/bin/chromium is missing); then nbval again over the chapters
+## and their student versions under another CPU's numerics (scripts/numerics.py default-1)
 test: $(INSTALLED)
 	@test -x /usr/bin/chromium || test -x "$${CHROMIUM:-/nonexistent}" || scripts/install_chromium.sh
 	$(PY) -m pytest
+	$(PY) scripts/numerics.py default-1
+
+## make test-numerics: nbval over book/ and student/ under every numerics configuration this CPU can run
+## (kernels: default, avx2, avx512; 1 and 2 threads)
+test-numerics: $(INSTALLED)
+	$(PY) scripts/numerics.py
 
 ## make test-fast: the same without the simulated Colab runs (minutes faster)
 test-fast: $(INSTALLED)

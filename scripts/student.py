@@ -7,7 +7,8 @@ In a student version:
 - every region between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` is replaced by a stub that raises
   NotImplementedError with a hint (scripts/exercises.py, nbgrader's convention);
 - cells tagged ``solution-only`` are removed;
-- the outputs of the ``exercise`` and ``exercise-check`` cells are cleared;
+- the outputs of the ``exercise`` and ``exercise-check`` cells are cleared, and each ``exercise-check`` cell is
+  tagged ``raises-exception``: on the stub it fails, as it should, and nbval (and JupyterLab's "Run All") go on;
 - a short note after the title says what to do and links the solved chapter;
 - everything else is kept, the setup cell included, so the notebook opens in Colab on its own.
 The student versions are committed (Colab opens them from the repository); tests/test_student.py fails
@@ -26,6 +27,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 STUDENT = ROOT / "student"
 SOLUTION_ONLY = "solution-only"
 CLEARED = {"exercise", "exercise-check"}
+RAISES = "raises-exception"
 NOTE_ID = "student-version-note"
 
 
@@ -67,6 +69,8 @@ def student_version(nb, chapter: pathlib.Path):
         if cell.cell_type == "code" and tags & CLEARED:
             cell.outputs = []
             cell.execution_count = None
+        if cell.cell_type == "code" and "exercise-check" in tags and RAISES not in tags:
+            cell.metadata["tags"] = [*cell.metadata["tags"], RAISES]
         cells.append(cell)
     title = 1 if cells and cells[0].cell_type == "markdown" else 0
     cells.insert(title, note_cell(chapter))

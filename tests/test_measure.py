@@ -25,3 +25,9 @@ def test_one_thread_restores_the_number_of_threads():
     with one_thread():
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def test_compute_rate_is_positive_and_finite():
+    from attention_book.measure import compute_rate
+    rate = compute_rate(n=64)
+    assert 0 < rate < float("inf")

@@ -39,3 +39,13 @@ def one_thread():
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def compute_rate(n=1024):
+    """Floating-point operations per second this machine does in an (n, n) @ (n, n) fp32 matrix product.
+
+    A large product does about n FLOPs per number it reads, so it is limited by arithmetic, not memory: this is
+    the compute ceiling of the roofline model, as ``read_bandwidth`` is its memory ceiling.
+    """
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2 * n**3 / median_seconds(lambda: a @ b)
