@@ -1,5 +1,5 @@
 # The two commands of the README. Both create .venv on first use and install requirements.txt into it.
-.PHONY: book test test-fast test-numerics execute setup-cells student course-map clean
+.PHONY: book test test-fast test-numerics lint execute setup-cells student course-map clean
 
 PYTHON ?= python3
 VENV := .venv
@@ -20,7 +20,7 @@ book: $(INSTALLED)
 ## the instructor guide's tables, the simulated Colab runs (marker colab), the book build, and the site in
 ## headless Chromium (installed with apt when /usr/bin/chromium is missing); then nbval again over the chapters
 ## and their student versions under another CPU's numerics (scripts/numerics.py default-1)
-test: $(INSTALLED)
+test: lint
 	@test -x /usr/bin/chromium || test -x "$${CHROMIUM:-/nonexistent}" || scripts/install_chromium.sh
 	$(PY) -m pytest
 	$(PY) scripts/numerics.py default-1
@@ -29,6 +29,10 @@ test: $(INSTALLED)
 ## (kernels: default, avx2, avx512; 1 and 2 threads)
 test-numerics: $(INSTALLED)
 	$(PY) scripts/numerics.py
+
+## make lint: ruff (ruff.toml) over the package, tests, scripts, benchmarks and the chapters' code cells
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check .
 
 ## make test-fast: the same without the simulated Colab runs (minutes faster)
 test-fast: $(INSTALLED)

@@ -35,7 +35,8 @@ def main():
     attend = IMPLEMENTATIONS[args.impl]
     bandwidth = read_bandwidth()
     if not args.json:
-        print(f"read bandwidth (sum of a 512 MiB tensor): {bandwidth / 1e9:.1f} GB/s, {torch.get_num_threads()} threads")
+        threads = torch.get_num_threads()
+        print(f"read bandwidth (sum of a 512 MiB tensor): {bandwidth / 1e9:.1f} GB/s, {threads} threads")
         print(f"implementation: {args.impl}; h={h}, d_head={d}, fp32, batch 1, one query token")
         print(f"{'S':>6} {'g':>3} {'ms/step':>8} {'GB/s':>6} {'of bandwidth':>12} {'speed-up vs MHA':>16}")
     gen = torch.Generator().manual_seed(0)

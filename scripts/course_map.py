@@ -11,21 +11,15 @@ Two tables, each between its pair of HTML comment markers:
   the check tries and what it compares with).
 """
 import inspect
-import pathlib
 import re
 import sys
 
 import nbformat
 
-from student import colab_url
+from book import ROOT, chapters, colab_url
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "book" / "instructors.md"
 TABLES = {"course-map": "course_map_table", "exercise-map": "exercise_table"}
-
-
-def chapters():
-    return sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
 
 
 def cell(text) -> str:

@@ -12,7 +12,7 @@ import time
 import nbformat
 from nbclient import NotebookClient
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from book import chapters
 
 
 def merge_streams(outputs):
@@ -45,6 +45,6 @@ def execute(path: pathlib.Path) -> float:
 
 
 if __name__ == "__main__":
-    paths = [pathlib.Path(p) for p in sys.argv[1:]] or sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+    paths = [pathlib.Path(p) for p in sys.argv[1:]] or chapters()
     for path in paths:
         print(f"{path.name}: executed in {execute(path):.1f} s", flush=True)

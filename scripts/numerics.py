@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from book import ROOT
 
 
 def cpu_flags() -> set[str]:

@@ -11,21 +11,15 @@ bound keeps the torch already there. A chapter whose metadata has ``attention_bo
 The environment variable ``ATTENTION_BOOK_SOURCE`` replaces the repository's git URL: a local checkout's
 ``code`` folder (or any pip location). The Colab simulation (tests/test_colab.py) uses it.
 """
-import pathlib
 import sys
 
 import nbformat
-import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from book import ROOT, chapters, package_location
+
 MARKER = "# NBVAL_SKIP"
 SETUP_TAGS = ["setup", "hide-input"]  # hidden behind a toggle on the site
 SOURCE_VARIABLE = "ATTENTION_BOOK_SOURCE"
-
-
-def package_location(config_path=ROOT / "_config.yml") -> str:
-    repo = yaml.safe_load(pathlib.Path(config_path).read_text())["repository"]
-    return f"git+{repo['url']}@{repo.get('branch', 'main')}#subdirectory=code"
 
 
 def pip_extras(nb) -> list:
@@ -94,10 +88,6 @@ else:
 
 def first_code_cell(nb):
     return next((cell for cell in nb.cells if cell.cell_type == "code"), None)
-
-
-def chapters():
-    return sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
 
 
 def main(argv) -> int:

@@ -19,31 +19,15 @@ import pathlib
 import sys
 
 import nbformat
-import yaml
 
+from book import ROOT, blob_url, chapters
 from exercises import has_solution, stub_solutions
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 STUDENT = ROOT / "student"
 SOLUTION_ONLY = "solution-only"
 CLEARED = {"exercise", "exercise-check"}
 RAISES = "raises-exception"
 NOTE_ID = "student-version-note"
-
-
-def chapters():
-    return sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
-
-
-def blob_url(relative: str) -> str:
-    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
-    return f"{repo['url']}/blob/{repo.get('branch', 'main')}/{relative}"
-
-
-def colab_url(relative: str) -> str:
-    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
-    slug = repo["url"].removeprefix("https://github.com/")
-    return f"https://colab.research.google.com/github/{slug}/blob/{repo.get('branch', 'main')}/{relative}"
 
 
 def note_cell(chapter: pathlib.Path):

@@ -16,7 +16,9 @@ SUMMARY_LINES: list[str] = []
 
 
 def chapter_paths():
-    return sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+    from book import chapters  # scripts/book.py, on sys.path above
+
+    return chapters()
 
 
 @pytest.fixture(scope="session")

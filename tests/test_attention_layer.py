@@ -220,7 +220,9 @@ def test_from_torch_mha_is_equivalent(config, batch_first):
     torch.testing.assert_close(out, mha_out, **TOL[config.dtype])
     torch.testing.assert_close(weights, mha_weights, **TOL[config.dtype])
     # and back again: the round trip gives the same parameters
-    for (name, p), (_, p_back) in zip(mha.named_parameters(), to_torch_mha(layer).named_parameters()):
+    back = to_torch_mha(layer)
+    assert [n for n, _ in mha.named_parameters()] == [n for n, _ in back.named_parameters()]
+    for (name, p), (_, p_back) in zip(mha.named_parameters(), back.named_parameters(), strict=True):
         assert torch.equal(p, p_back), name
 
 
@@ -276,7 +278,7 @@ def decode_in_chunks(layer, x, chunks, max_len, need_weights, mask=None):
 
 def check_cached_weights(weights, full_weights, chunks, tol):
     start = 0
-    for n, w in zip(chunks, weights):
+    for n, w in zip(chunks, weights, strict=True):
         end = start + n
         torch.testing.assert_close(w, full_weights[:, :, start:end, :end], **tol)
         assert (full_weights[:, :, start:end, end:] == 0).all(), "causal: no weight on tokens not yet cached"
@@ -302,7 +304,7 @@ def partitions(draw, total):
     """Chunk sizes that add up to total, in order."""
     cuts = sorted(draw(st.sets(st.integers(1, total - 1), max_size=total - 1))) if total > 1 else []
     bounds = [0, *cuts, total]
-    return tuple(b - a for a, b in zip(bounds, bounds[1:]))
+    return tuple(b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True))
 
 
 @given(data=st.data(), n_kv_heads=st.integers(1, 3), group=st.integers(1, 3), d_head=st.integers(1, 6),
@@ -368,7 +370,7 @@ def test_same_seed_gives_identical_outputs(config):
         fast, _ = layer(x, kv, mask=mask, is_causal=config.is_causal)
         slow, weights = layer(x, kv, mask=mask, is_causal=config.is_causal, need_weights=True)
         runs.append((fast, slow, weights))
-    for first, second in zip(*runs):
+    for first, second in zip(*runs, strict=True):
         assert torch.equal(first, second)
 
 

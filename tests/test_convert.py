@@ -21,7 +21,8 @@ def test_g_equal_h_is_the_same_layer(h, d_head, bias, seed):
     layer = make_layer(h, 10, d_head, bias, seed)
     for init in ("mean", "first"):
         same = pool_kv_heads(layer, h, init)
-        for (name, a), (_, b) in zip(layer.state_dict().items(), same.state_dict().items()):
+        assert layer.state_dict().keys() == same.state_dict().keys()
+        for (name, a), (_, b) in zip(layer.state_dict().items(), same.state_dict().items(), strict=True):
             assert torch.equal(a, b), name
     x = torch.randn(2, 5, 10)
     torch.testing.assert_close(pool_kv_heads(layer, h)(x)[0], layer(x)[0], atol=0, rtol=0)

@@ -4,7 +4,7 @@ import yaml
 from conftest import ROOT, chapter_paths
 
 import course_map
-from student import colab_url
+from book import colab_url
 
 
 def test_generated_tables_are_up_to_date():

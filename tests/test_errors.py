@@ -125,7 +125,8 @@ CASES = SIZE_CASES + [
     pytest.param(lambda: KVCache(B, 2, 4, 8).append(torch.randn(2, 1, 4), torch.randn(2, 1, 4)),
                  r"k must have shape \(B, g, L_new, d_head\), got 3 dimensions", id="cache-append-3d"),
     # --- sdpa
-    pytest.param(lambda: sdpa(q_shape=(4,)), r"q must have at least 2 dimensions \(\.\.\., length, d\), got shape \(4,\)",
+    pytest.param(lambda: sdpa(q_shape=(4,)),
+                 r"q must have at least 2 dimensions \(\.\.\., length, d\), got shape \(4,\)",
                  id="sdpa-q-1d"),
     pytest.param(lambda: sdpa(k_shape=(4,)), r"k must have at least 2 dimensions", id="sdpa-k-1d"),
     pytest.param(lambda: sdpa(v_shape=(6,)), r"v must have at least 2 dimensions", id="sdpa-v-1d"),

@@ -172,7 +172,7 @@ def test_gradients_are_finite_with_fully_masked_rows(case, dtype):
 
     ours = grads(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask, scale=case.scale)[0])
     theirs = grads(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=case.scale))
-    for name, grad, ref in zip("qkv", ours, theirs):
+    for name, grad, ref in zip("qkv", ours, theirs, strict=True):
         assert torch.isfinite(grad).all(), f"gradient w.r.t. {name} is not finite"
         torch.testing.assert_close(grad, ref, **TOL[dtype], msg=f"gradient w.r.t. {name}")
     # a query that attends to nothing does not influence the output

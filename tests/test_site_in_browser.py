@@ -22,8 +22,9 @@ import time
 import urllib.parse
 
 import pytest
-import yaml
+
 from conftest import ROOT, SUMMARY_LINES, chapter_paths
+from book import colab_url
 
 CHROMIUM = pathlib.Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -100,12 +101,6 @@ def site_pages(html: pathlib.Path):
     return pages
 
 
-def colab_url(notebook: pathlib.Path) -> str:
-    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
-    slug = repo["url"].removeprefix("https://github.com/").rstrip("/")
-    return f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/{notebook.relative_to(ROOT).as_posix()}"
-
-
 # Checks run inside the page once it has loaded and MathJax has finished.
 _PAGE_FACTS = """async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
@@ -172,7 +167,7 @@ def heading_problems(headings):
     problems = []
     if [h["level"] for h in headings].count(1) != 1:
         problems.append(f"{[h['level'] for h in headings].count(1)} level-1 headings (want exactly 1)")
-    for before, after in zip(headings, headings[1:]):
+    for before, after in zip(headings[:-1], headings[1:], strict=True):
         if after["level"] > before["level"] + 1:
             problems.append(f"h{before['level']} {before['text']!r} is followed by h{after['level']} {after['text']!r}")
     return problems
@@ -222,7 +217,7 @@ def test_every_page_in_the_browser(site, browser):
                 problems.append(f"image without alt text: {name} (alt={image['alt']!r})")
         problems += heading_problems(facts["headings"])
         if rel in chapters:
-            want = colab_url(chapters[rel])
+            want = colab_url(chapters[rel].relative_to(ROOT).as_posix())
             if want not in facts["links"]:
                 problems.append(f"no Colab button pointing at {want}")
 

@@ -48,9 +48,11 @@ def test_chapters_follow_nbgrader_markers(path):
     """nbgrader generate_assignment (with nbgrader_config.py) treats any line that contains BEGIN SOLUTION
     or END SOLUTION as a marker, in any cell: such lines must be real, paired markers in code cells."""
     for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
-        markers = [line.strip() for line in cell.source.splitlines() if "BEGIN SOLUTION" in line or "END SOLUTION" in line]
+        markers = [line.strip() for line in cell.source.splitlines()
+                   if "BEGIN SOLUTION" in line or "END SOLUTION" in line]
         if not markers:
             continue
-        assert cell.cell_type == "code", f"{path.name} cell {index}: prose names a solution marker; nbgrader would cut it"
+        assert cell.cell_type == "code", (
+            f"{path.name} cell {index}: prose names a solution marker; nbgrader would cut it")
         assert markers == ["### BEGIN SOLUTION", "### END SOLUTION"] * (len(markers) // 2), (
             f"{path.name} cell {index}: unpaired or malformed solution markers {markers}")

@@ -19,7 +19,7 @@ def generator(seed=0):
 @pytest.mark.parametrize("task", [previous_token, repeated_sequence])
 def test_same_seed_same_batch_and_other_seed_other_batch(task):
     first, second, other = task(generator(3)), task(generator(3)), task(generator(4))
-    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
     assert not torch.equal(first[0], other[0])
 
 
@@ -43,7 +43,7 @@ def test_repeated_sequence_rows():
                                         min_pattern_len=3, max_pattern_len=8)
     assert tokens.shape == targets.shape == (200, 20)
     lengths = set()
-    for row, row_targets in zip(tokens, targets):
+    for row, row_targets in zip(tokens, targets, strict=True):
         filler, first, second = split_row(row, row_targets)
         lengths.add(len(first))
         assert 3 <= len(first) <= 8

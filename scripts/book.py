@@ -1,0 +1,40 @@
+"""What the maintenance scripts and tests share: where the repository is, its chapters, and its public address.
+
+The repository's address lives in one place, ``repository`` (``url`` and ``branch``) in ``_config.yml``; every
+link to it (the Colab links, the student notes, the setup cells' install line) is derived here.
+"""
+import pathlib
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def chapters() -> list[pathlib.Path]:
+    """The chapters, book/NN_name.ipynb, in order."""
+    return sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+
+
+def repository(config_path=ROOT / "_config.yml") -> dict:
+    """_config.yml's ``repository``: {"url": "https://github.com/owner/name", "branch": "main"}."""
+    repo = yaml.safe_load(pathlib.Path(config_path).read_text())["repository"]
+    return {"url": repo["url"].rstrip("/"), "branch": repo.get("branch", "main")}
+
+
+def blob_url(relative: str) -> str:
+    """The repository's web page for a file, e.g. blob_url("book/01_single_head.ipynb")."""
+    repo = repository()
+    return f"{repo['url']}/blob/{repo['branch']}/{relative}"
+
+
+def colab_url(relative: str) -> str:
+    """The address that opens a notebook of the repository in Google Colab."""
+    repo = repository()
+    slug = repo["url"].removeprefix("https://github.com/")
+    return f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/{relative}"
+
+
+def package_location(config_path=ROOT / "_config.yml") -> str:
+    """pip's address of the package: the repository's code/ folder on its branch."""
+    repo = repository(config_path)
+    return f"git+{repo['url']}@{repo['branch']}#subdirectory=code"
