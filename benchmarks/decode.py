@@ -5,9 +5,10 @@
     python benchmarks/decode.py --impl enable_gqa    # PyTorch's SDPA with enable_gqa=True instead
 
 One new token (L = 1 query) of h = 32 query heads of width 128 attends to a cache of S keys and values
-held in g K/V heads (fp32, batch 1). Decoding is memory-bound: each step must read the whole cache,
-2 * g * S * 128 * 4 bytes, so the fastest a step can be is those bytes divided by the read bandwidth.
-The bandwidth is measured here too, by summing a large tensor.
+held in g K/V heads (fp32, batch 1). Each step must read the whole cache, 2 * g * S * 128 * 4 bytes, so the
+fastest a step can be is those bytes divided by the read bandwidth (measured here too, by summing a large
+tensor). Every g does the same arithmetic, 4 * h * S * 128 FLOPs, so as g shrinks each byte serves h / g query
+heads: MHA is memory-bound, while at small g (MQA) the step can become limited by arithmetic instead.
 """
 import argparse
 import json
@@ -50,7 +51,7 @@ def main():
                 seconds = median_seconds(lambda: attend(q, k, v))
                 mha_seconds = seconds if g == h else mha_seconds
                 gb_per_s = (k.nbytes + v.nbytes) / seconds / 1e9
-                row = {"h": h, "g": g, "L": S, "ms_per_step": round(1e3 * seconds, 4),
+                row = {"h": h, "g": g, "S": S, "ms_per_step": round(1e3 * seconds, 4),
                        "gb_per_s": round(gb_per_s, 2), "bandwidth_fraction": round(gb_per_s * 1e9 / bandwidth, 3),
                        "speedup_vs_mha": round(mha_seconds / seconds, 2) if mha_seconds else None}
                 if args.json:

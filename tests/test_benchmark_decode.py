@@ -11,6 +11,6 @@ def test_json_output_has_the_documented_keys():
                              "--kv-heads", "32", "4", "1"], capture_output=True, text=True, check=True, timeout=300)
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [row["g"] for row in rows] == [32, 4, 1]
-    keys = {"h", "g", "L", "ms_per_step", "gb_per_s", "bandwidth_fraction", "speedup_vs_mha"}
+    keys = {"h", "g", "S", "ms_per_step", "gb_per_s", "bandwidth_fraction", "speedup_vs_mha"}
     assert all(set(row) == keys for row in rows)
     assert rows[0]["speedup_vs_mha"] == 1.0 and all(row["ms_per_step"] > 0 for row in rows)

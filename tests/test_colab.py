@@ -1,4 +1,4 @@
-"""Colab, simulated: every chapter and every student version runs alone in a fresh kernel.
+"""Colab, simulated: every chapter, with its student version's stubs, runs alone in a fresh kernel.
 
 - The notebook is copied alone into an empty temporary folder, which is the kernel's working directory.
 - The kernel's Python is a virtual environment (.venv-colab, cached between runs) holding only what Colab
@@ -7,8 +7,11 @@
   (the book's package, a chapter's extras) is uninstalled, so every notebook starts as in a new Colab session.
 - ATTENTION_BOOK_SOURCE points the setup cell at a copy of this checkout's code/ instead of the public URL.
 - The setup cell runs twice: the first run installs the package, the second must do nothing.
-- A chapter runs top to bottom without error. A student version runs up to its first exercise check, which
-  must fail with CheckFailed saying what to write (shown without a traceback).
+- One kernel per chapter covers both versions: the chapter runs top to bottom, and just before each exercise cell
+  the student version's stub and its check run first. Each such check must fail with CheckFailed saying what to
+  write (shown without a traceback); then the chapter's solution and the same check must pass. (The student file
+  is exactly the chapter with those stubs, tests/test_student.py; nbval runs it top to bottom under foreign
+  numerics, scripts/numerics.py.)
 - torch's version and file are the same before and after: the setup cell never reinstalls it.
 
 Slow (minutes: a kernel and a pip install per notebook). Fast run: ``pytest -m "not colab"``; ``make test``
@@ -28,6 +31,7 @@ import pytest
 from conftest import COLAB_TIMES, ROOT, chapter_paths
 from nbclient import NotebookClient
 
+from exercises import has_solution
 from setup_cell import SOURCE_VARIABLE, first_code_cell
 from student import student_path
 
@@ -128,54 +132,74 @@ def errors_of(cell):
     return [o for o in cell.outputs if o.output_type == "error"]
 
 
-def simulate(python, kernel, notebook, folder, student):
-    """Run the notebook alone in ``folder`` as Colab would; return the executed notebook and its setup cell."""
+STUB_TAG = "student-stub"  # cells of the student version that the simulation runs before the chapter's own
+
+
+def with_student_stubs(chapter, student):
+    """The chapter's cells, with a copy of the student's stubbed exercise cell and its check before each exercise."""
+    stubs = {c.id: c for c in student.cells}
+    cells = []
+    for index, cell in enumerate(chapter.cells):
+        tags = cell.metadata.get("tags", [])
+        if "exercise" in tags and cell.id in stubs and has_solution(cell.source):
+            check = chapter.cells[index + 1]
+            assert "exercise-check" in check.metadata.get("tags", []), f"cell {index}: no check cell after it"
+            for original in (stubs[cell.id], check):
+                stub = copy.deepcopy(original)
+                stub.id = f"{original.id}-stub"
+                stub.metadata["tags"] = [*tags, STUB_TAG] if original is not check else ["exercise-check", STUB_TAG]
+                stub.outputs, stub.execution_count = [], None
+                cells.append(stub)
+        cells.append(cell)
+    merged = copy.deepcopy(chapter)
+    merged.cells = cells
+    return merged
+
+
+def simulate(python, kernel, notebook, folder):
+    """Run the notebook alone in ``folder`` as Colab would; return the executed notebook."""
     reset(python)
     torch_before = torch_identity(python)
     assert not any(folder.iterdir())
-    shutil.copy(notebook, folder / notebook.name)
-    nb = nbformat.read(folder / notebook.name, as_version=4)
+    nb = notebook
     setup = first_code_cell(nb)
     again = copy.deepcopy(setup)
     again.id = "setup-cell-again"
     position = nb.cells.index(setup) + 1
     nb.cells.insert(position, again)
-    if student:
-        first_check = next(i for i, c in enumerate(nb.cells) if "exercise-check" in c.metadata.get("tags", []))
-        nb.cells = nb.cells[:first_check + 1]
+    nbformat.write(nb, folder / "chapter.ipynb")
     start = time.perf_counter()
-    NotebookClient(nb, timeout=600, kernel_name=kernel, allow_errors=student,
+    NotebookClient(nb, timeout=600, kernel_name=kernel, allow_errors=True,
                    resources={"metadata": {"path": str(folder)}}).execute()
     seconds = time.perf_counter() - start
     assert torch_identity(python) == torch_before, "torch was reinstalled or replaced"
-    name = f"{notebook.parent.name}/{notebook.name}"
-    COLAB_TIMES[name] = (seconds, cell_seconds(nb.cells[position - 1]))
-    setup_out, again_out = nb.cells[position - 1], nb.cells[position]
+    return nb, seconds, cell_seconds(nb.cells[position - 1])
+
+
+@pytest.mark.parametrize("chapter", chapter_paths(), ids=lambda p: p.stem)
+def test_chapter_and_its_student_version_run_alone_in_colab(colab_python, kernel, chapter, tmp_path):
+    merged = with_student_stubs(nbformat.read(chapter, as_version=4),
+                                nbformat.read(student_path(chapter), as_version=4))
+    nb, seconds, setup_seconds = simulate(colab_python, kernel, merged, tmp_path)
+    COLAB_TIMES[f"book/{chapter.name} + student stubs"] = (seconds, setup_seconds)
+    setup_out, again_out = [c for c in nb.cells if "setup" in c.metadata.get("tags", [])][:2]
     assert "Installed the book's package from file://" in text_of(setup_out), setup_out.outputs
     assert "already installed: nothing to do" in text_of(again_out), again_out.outputs
-    return nb
-
-
-@pytest.mark.parametrize("chapter", chapter_paths(), ids=lambda p: f"book/{p.stem}")
-def test_chapter_runs_alone_in_colab(colab_python, kernel, chapter, tmp_path):
-    simulate(colab_python, kernel, chapter, tmp_path, student=False)  # any error fails the run
-
-
-@pytest.mark.parametrize("chapter", chapter_paths(), ids=lambda p: f"student/{p.stem}")
-def test_student_version_runs_alone_in_colab_up_to_its_first_exercise(colab_python, kernel, chapter, tmp_path):
-    notebook = student_path(chapter)
-    has_check = any("exercise-check" in c.metadata.get("tags", [])
-                    for c in nbformat.read(notebook, as_version=4).cells)
-    nb = simulate(colab_python, kernel, notebook, tmp_path, student=has_check)
-    if not has_check:
-        return
-    *before, check = nb.cells
-    failed = [i for i, c in enumerate(before) if c.cell_type == "code" and errors_of(c)]
-    assert failed == [], f"cells {failed} raised before the first exercise: {errors_of(before[failed[0]])}"
-    [error] = errors_of(check)
-    assert error.ename == "CheckFailed" and "is not written yet: " in error.evalue, error
-    shown = "\n".join(error.traceback)
-    assert "not written yet" in shown and "Traceback" not in shown and "File " not in shown, shown
+    stubs_checked = 0
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.get("tags", [])
+        if STUB_TAG in tags and "exercise-check" in tags:
+            [error] = errors_of(cell)
+            assert error.ename == "CheckFailed" and "is not written yet: " in error.evalue, error
+            shown = "\n".join(error.traceback)
+            assert "not written yet" in shown and "Traceback" not in shown and "File " not in shown, shown
+            stubs_checked += 1
+        else:
+            assert errors_of(cell) == [], f"{chapter.name}: cell {index} raised: {errors_of(cell)}"
+    expected = sum(has_solution(c.source) for c in nbformat.read(chapter, as_version=4).cells)
+    assert stubs_checked == expected
 
 
 def test_setup_cell_without_network_says_what_to_do(colab_python, kernel, tmp_path):
