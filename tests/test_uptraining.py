@@ -1,8 +1,10 @@
-"""Chapter 9's experiment: the stored results are what the code produces, and the code is deterministic."""
+"""Chapter 9's experiment: the stored results are what the code produces (up to another CPU's rounding), and the
+code is deterministic on one machine."""
 import pytest
 from attention_book.measure import one_thread
-from attention_book.uptraining import (FIELDS, UPTRAIN_STEPS, cache_bytes_per_token, convert_and_uptrain, load_results,
-                                       pretrain, write_results)
+from attention_book.uptraining import (FIELDS, RERUN_ATOL, RERUN_RTOL, UPTRAIN_STEPS, agrees_with_stored,
+                                       cache_bytes_per_token, convert_and_uptrain, load_results, pretrain,
+                                       write_results)
 
 
 def test_stored_results_cover_the_grid():
@@ -23,14 +25,34 @@ def seed0_model():
 
 
 def test_stored_rows_are_reproduced(seed0_model):
-    """Seed 0: every loss right after conversion, and GQA-4 (mean) after 5 % uptraining, as stored."""
+    """Seed 0: every loss right after conversion, and GQA-4 (mean) after 5 % uptraining, as stored.
+
+    The stored results come from one CPU; another sums floats in another order and its 600 training steps end
+    slightly elsewhere, so the losses are compared with agrees_with_stored's tolerance, not exactly.
+    """
     stored = {(r["n_kv_heads"], r["init"], r["uptrain_steps"]): r["loss"] for r in load_results() if r["seed"] == 0}
     with one_thread():
         for g in (8, 4, 2, 1):
             for init in ("mean", "first", "random"):
-                assert round(convert_and_uptrain(seed0_model, g, init, (0,))[0], 6) == stored[g, init, 0], (g, init)
+                loss = convert_and_uptrain(seed0_model, g, init, (0,))[0]
+                assert agrees_with_stored(loss, stored[g, init, 0]), (g, init, loss, stored[g, init, 0])
         uptrained = convert_and_uptrain(seed0_model, 4, "mean", (0, UPTRAIN_STEPS[1]))
-    assert round(uptrained[UPTRAIN_STEPS[1]], 6) == stored[4, "mean", UPTRAIN_STEPS[1]]
+    assert agrees_with_stored(uptrained[UPTRAIN_STEPS[1]], stored[4, "mean", UPTRAIN_STEPS[1]])
+
+
+def test_the_tolerance_still_tells_variants_apart():
+    """The rerun tolerance is loose enough for other CPUs, and still rejects the wrong row: for seed 0 right after
+    conversion, 'first' at G = 4 keeps the needed head and every other conversion to fewer K/V heads does not."""
+    assert 0 < RERUN_RTOL < 1 and 0 < RERUN_ATOL <= 0.1
+    stored = {(r["n_kv_heads"], r["init"]): r["loss"] for r in load_results()
+              if r["seed"] == 0 and r["uptrain_steps"] == 0}
+    assert agrees_with_stored(stored[4, "first"] * (1 + RERUN_RTOL / 2), stored[4, "first"])
+    assert agrees_with_stored(stored[8, "mean"] + RERUN_ATOL / 2, stored[8, "mean"])
+    for key, loss in stored.items():
+        if key[0] < 8 and key != (4, "first"):
+            assert not agrees_with_stored(stored[4, "first"], loss), key
+        if key != (8, "mean") and key != (8, "first"):
+            assert not agrees_with_stored(stored[8, "mean"], loss), key
 
 
 def test_a_longer_run_passes_through_the_shorter_one():

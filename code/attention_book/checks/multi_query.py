@@ -1,4 +1,5 @@
-"""Checks for chapter 7's exercises: MQA's parameters, attention with one shared K/V head, a decode-speed bound."""
+"""Checks for chapter 7's exercises: MQA's parameters, attention with one shared K/V head, a decode-speed bound
+that reads the weights and the cache."""
 import torch
 
 from ..attention_layer import GroupedQueryAttention
@@ -38,19 +39,30 @@ def check_mqa_attention(fn):
 
 
 def check_tokens_per_second_bound(fn):
-    """fn(bandwidth, n_layers, n_kv_heads, d_head, context, bytes_per_element) -> the fastest decode rate.
+    """fn(bandwidth, n_params, n_layers, n_kv_heads, d_head, context, bytes_per_element, batch) -> the fastest decode rate.
 
-    Tried on 4 models and machines; compared with the bandwidth divided by the bytes of the whole cache
+    Tried on 5 models, machines and batch sizes; compared with the batch size times the bandwidth, divided by the
+    bytes one step must read: the weights once for the whole batch, plus each sequence's cache
     (attention_book.kv_cache_bytes_per_token).
     """
-    task = "each step must read the whole cache once: bandwidth / (bytes per token x context)."
-    cases = [(25e9, 32, 32, 128, 4096, 2), (25e9, 32, 8, 128, 4096, 2), (900e9, 80, 8, 128, 8192, 2),
-             (25e9, 18, 1, 256, 2048, 4)]
-    for bandwidth, n_layers, g, d_head, context, b in cases:
-        expected = bandwidth / (kv_cache_bytes_per_token(n_layers, g, d_head, b) * context)
-        got = _call(fn, (bandwidth, n_layers, g, d_head, context, b), task)
+    task = ("each step reads the weights once (n_params x bytes per element) and the cache of each of the batch's "
+            "sequences once, and makes one token per sequence: batch x bandwidth / (weight bytes + batch x cache bytes).")
+    cases = [(25e9, 6.74e9, 32, 32, 128, 4096, 2, 1), (25e9, 6.74e9, 32, 1, 128, 4096, 2, 32),
+             (900e9, 7e10, 80, 8, 128, 8192, 2, 16), (25e9, 2.5e9, 18, 1, 256, 2048, 4, 4),
+             (50e9, 1e9, 24, 16, 64, 1024, 2, 64)]
+    for bandwidth, n_params, n_layers, g, d_head, context, b, batch in cases:
+        weight_bytes = n_params * b
+        cache_bytes = kv_cache_bytes_per_token(n_layers, g, d_head, b) * context  # one sequence
+        expected = batch * bandwidth / (weight_bytes + batch * cache_bytes)
+        got = _call(fn, (bandwidth, n_params, n_layers, g, d_head, context, b, batch), task)
         if not isinstance(got, (int, float)) or abs(got - expected) > 1e-6 * expected:
-            raise CheckFailed(f"bandwidth {bandwidth / 1e9:.0f} GB/s, n_layers={n_layers}, n_kv_heads={g}, "
-                              f"d_head={d_head}, context {context}, {b} bytes per element: expected {expected:.3f} "
-                              f"tokens per second, got {got!r}")
-    print(f"✓ tokens_per_second_bound is right for {len(cases)} models and machines.")
+            hint = ""
+            if isinstance(got, (int, float)):
+                if abs(got - bandwidth / cache_bytes) <= 1e-6 * got:
+                    hint = "\nHint: the weights must be read too, once per step for the whole batch"
+                elif abs(got * batch - expected) <= 1e-6 * expected:
+                    hint = "\nHint: count the tokens of the whole batch: each step makes one token per sequence"
+            raise CheckFailed(f"bandwidth {bandwidth / 1e9:.0f} GB/s, n_params={n_params:.3g}, n_layers={n_layers}, "
+                              f"n_kv_heads={g}, d_head={d_head}, context {context}, {b} bytes per element, "
+                              f"batch={batch}: expected {expected:.3f} tokens per second, got {got!r}{hint}")
+    print(f"✓ tokens_per_second_bound is right for {len(cases)} models, machines and batch sizes.")
