@@ -19,11 +19,11 @@ book: $(INSTALLED)
 ## make test: unit tests, nbval over every chapter, drift, setup cells, student versions, exercises,
 ## the instructor guide's tables, the simulated Colab runs (marker colab), the book build, and the site in
 ## headless Chromium (installed with apt when /usr/bin/chromium is missing); then nbval again over the chapters
-## and their student versions under another CPU's numerics (scripts/numerics.py default-1)
+## under another CPU's numerics (scripts/numerics.py: default kernels, MKL's compatible path, one thread)
 test: lint
 	@test -x /usr/bin/chromium || test -x "$${CHROMIUM:-/nonexistent}" || scripts/install_chromium.sh
 	$(PY) -m pytest
-	$(PY) scripts/numerics.py default-1
+	$(PY) scripts/numerics.py --book default-1
 
 ## make test-numerics: nbval over book/ and student/ under every numerics configuration this CPU can run
 ## (kernels: default, avx2, avx512; 1 and 2 threads)

@@ -16,7 +16,7 @@ import json
 import torch
 
 from attention_book.grouped_sdpa import gqa_by_repeating_kv, gqa_with_enable_gqa, grouped_query_sdpa
-from attention_book.measure import median_seconds, read_bandwidth
+from attention_book.experiments.measure import median_seconds, read_bandwidth
 
 IMPLEMENTATIONS = {
     "folded": grouped_query_sdpa,  # the package's: query heads of a group stacked along L

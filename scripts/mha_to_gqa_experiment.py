@@ -1,6 +1,6 @@
 """Chapter 9's experiment: convert a trained 8-head MHA model to GQA and MQA, uptrain it, and store the losses.
 
-    python scripts/mha_to_gqa_experiment.py                 # seeds 0-4, writes code/attention_book/data/mha_to_gqa.csv
+    python scripts/mha_to_gqa_experiment.py      # seeds 0-4, writes code/attention_book/experiments/data/mha_to_gqa.csv
     python scripts/mha_to_gqa_experiment.py --seeds 0 --out /tmp/seed0.csv
 
 For each seed: pretrain on chapter 4's task for 600 steps, then for n_kv_heads in {8, 4, 2, 1} and K/V
@@ -10,8 +10,8 @@ steps of uptraining (5, 10 and 25 % of pretraining). Deterministic: one torch th
 import argparse
 import time
 
-from attention_book.measure import one_thread
-from attention_book.uptraining import RESULTS, experiment_rows, write_results
+from attention_book.experiments.measure import one_thread
+from attention_book.experiments.uptraining import RESULTS, experiment_rows, write_results
 
 
 def main():

@@ -1,7 +1,7 @@
 """Run nbval over the chapters (and their student versions) under other CPUs' numerics.
 
-    python scripts/numerics.py                  # the whole matrix (make test-numerics)
-    python scripts/numerics.py default-1        # one configuration (make test runs this one)
+    python scripts/numerics.py                  # the whole matrix, book/ and student/ (make test-numerics)
+    python scripts/numerics.py --book default-1 # one configuration, the chapters only (make test runs this)
     python scripts/numerics.py --list           # the configurations this CPU can run
 
 PyTorch picks its CPU kernels by instruction set (ATEN_CPU_CAPABILITY) and MKL picks its own code path
@@ -63,8 +63,9 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown or unsupported on this CPU: {', '.join(unknown)}; choose from {', '.join(available)}")
         return 2
-    results = {name: run(name, available[name], ["book", "student"]) for name in names}
-    print("\nnumerics matrix (nbval over book/ and student/):")
+    paths = ["book"] if "--book" in argv else ["book", "student"]
+    results = {name: run(name, available[name], paths) for name in names}
+    print(f"\nnumerics matrix (nbval over {' and '.join(p + '/' for p in paths)}):")
     for name, (code, seconds) in results.items():
         print(f"  {name:<10} {'passed' if code == 0 else 'FAILED':<7} {seconds:6.0f} s")
     return 0 if all(code == 0 for code, _ in results.values()) else 1

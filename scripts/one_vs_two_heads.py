@@ -9,8 +9,8 @@ import argparse
 
 import torch
 
-from attention_book.training import train
-from attention_book.two_positions import OneLayer, previous_two
+from attention_book.experiments.training import train
+from attention_book.experiments.two_positions import OneLayer, previous_two
 
 
 def main():

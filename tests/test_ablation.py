@@ -1,8 +1,9 @@
 """Head ablation measures the rise in loss exactly as switching each head off by hand would."""
 import torch
 
-from attention_book.ablation import ablation_losses, masked_loss
-from attention_book.tasks import repeated_sequence
+from attention_book.experiments.ablation import ablation_losses
+from attention_book.experiments.training import lm_loss
+from attention_book.experiments.tasks import repeated_sequence
 from attention_book.tiny_transformer import TinyTransformer, TinyTransformerConfig
 
 
@@ -17,22 +18,22 @@ def model_and_batch():
 
 def test_all_ones_mask_is_the_whole_model():
     model, tokens, targets = model_and_batch()
-    assert masked_loss(model, tokens, targets, torch.ones(2, 2)) == masked_loss(model, tokens, targets)
+    assert lm_loss(model, tokens, targets, torch.ones(2, 2)) == lm_loss(model, tokens, targets)
 
 
 def test_each_entry_is_the_loss_without_that_head_minus_the_loss_with_it():
     model, tokens, targets = model_and_batch()
     rises = ablation_losses(model, tokens, targets)
     assert rises.shape == (2, 2)
-    base = masked_loss(model, tokens, targets)
+    base = lm_loss(model, tokens, targets)
     head_mask = torch.ones(2, 2)
     head_mask[1, 0] = 0
-    assert abs(rises[1, 0].item() - (masked_loss(model, tokens, targets, head_mask) - base)) < 1e-6
+    assert abs(rises[1, 0].item() - (lm_loss(model, tokens, targets, head_mask) - base)) < 1e-6
     assert (rises != 0).all()  # every head of an untrained model changes the loss a little
 
 
 def test_callback_in_training_sees_every_checkpoint():
-    from attention_book.training import train
+    from attention_book.experiments.training import train
 
     model, _, _ = model_and_batch()
     seen = []

@@ -1,7 +1,7 @@
 """claim() prints a stable line when a chapter's sentence holds, and says what was measured when it does not."""
 import pytest
 import torch
-from attention_book.claims import ClaimFailed, claim
+from attention_book.experiments.claims import ClaimFailed, claim
 
 
 def test_a_claim_that_holds_prints_only_the_statement(capsys):

@@ -6,8 +6,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from attention_book import diagrams  # noqa: E402
-from attention_book.plotting import (  # noqa: E402
+from attention_book.figures import diagrams  # noqa: E402
+from attention_book.figures.plotting import (  # noqa: E402
     ATTENTION_CMAP, VALUE_CMAP, annotate_heatmap, plot_attention, plot_attention_grid)
 
 

@@ -1,8 +1,11 @@
-"""The code a chapter shows is the code the package runs.
+"""The code a chapter shows is the code the package runs, and each listing runs on its own.
 
 A chapter cell tagged ``package-source`` defines functions or classes that also live in
 ``attention_book``; each definition must equal the package's source (after trimming whitespace).
 Any other top-level definition in a chapter must not reuse a package name, so nothing drifts untagged.
+Each ``package-source`` cell is also run alone, in a fresh namespace, as a reader who copies it would run it, and
+what it defines is called on a small input and compared with the package's own (EXERCISES), so a listing that
+forgets an import fails here.
 """
 import ast
 import importlib
@@ -13,16 +16,17 @@ import textwrap
 import attention_book
 import nbformat
 import pytest
+import torch
 from conftest import chapter_paths
 
 
 def package_objects():
-    """Every function and class defined in an attention_book module (not plotting), by name."""
+    """Every function and class defined in an attention_book module (not the figures), by name."""
     found = {}
-    for info in pkgutil.iter_modules(attention_book.__path__):
-        if info.name == "plotting":
+    for info in pkgutil.walk_packages(attention_book.__path__, "attention_book."):
+        if info.ispkg or info.name.startswith("attention_book.figures."):
             continue
-        module = importlib.import_module(f"attention_book.{info.name}")
+        module = importlib.import_module(info.name)
         for name, obj in vars(module).items():
             if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == module.__name__:
                 found[name] = obj
@@ -72,3 +76,138 @@ def test_chapter_one_shows_the_package_function():
 def test_normalise_detects_a_changed_line():
     source = inspect.getsource(attention_book.scaled_dot_product_attention)
     assert normalise(source) != normalise(source.replace("dim=-1", "dim=-2", 1))
+
+
+# --- Each listing runs on its own ---------------------------------------------------------------------------------
+
+def seeded(make):
+    torch.manual_seed(0)
+    return make()
+
+
+def same_module_output(cls_shown, cls_package, make_args, forward_args):
+    """Build both classes with the same seed and compare their forward outputs on the same inputs."""
+    shown, package = seeded(lambda: cls_shown(*make_args())), seeded(lambda: cls_package(*make_args()))
+    with torch.no_grad():
+        return shown(*forward_args()), package(*forward_args())
+
+
+def exercise_attention_layer(shown, package):
+    """MHA, GQA and MQA; plain, causal, with weights, and decoding with a cache."""
+    x, results = torch.randn(2, 5, 16), ([], [])
+    for g in (4, 2, 1):
+        layers = seeded(lambda g=g: shown(16, 4, g)), seeded(lambda g=g: package(16, 4, g))
+        for layer, found in zip(layers, results, strict=True):
+            with torch.no_grad():
+                cache = layer.new_cache(2, 5)
+                found += [layer(x)[0], layer(x, is_causal=True)[0], *layer(x, is_causal=True, need_weights=True),
+                          *[layer(x[:, t:t + 1], cache=cache, is_causal=True)[0] for t in range(5)]]
+    return results
+
+
+def exercise_kv_cache(shown, package):
+    k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)
+    return [c.append(k, v) for c in (shown(1, 2, 4, 5), package(1, 2, 4, 5))]
+
+
+def exercise_transformer_block(shown, package):
+    from attention_book.tiny_transformer import TinyTransformerConfig
+    config = TinyTransformerConfig(vocab_size=8, max_len=6, d_model=16, n_layers=1, n_heads=4, mlp=True)
+    x = torch.randn(2, 6, 16)
+    a, b = same_module_output(shown, package, lambda: (config,), lambda: (x,))
+    return a[0], b[0]
+
+
+def exercise_bert_layer(shown, package):
+    from attention_book.bert.loader import BertConfig
+    config = BertConfig(vocab_size=10, d_model=16, n_layers=1, n_heads=4, d_ff=32, max_len=8)
+    x, mask = torch.randn(2, 5, 16), torch.ones(2, 1, 1, 5, dtype=torch.bool)
+    a, b = same_module_output(shown, package, lambda: (config,), lambda: (x, mask))
+    return a[0], b[0]
+
+
+def exercise_one_layer(shown, package):
+    x = torch.randint(0, 32, (3, 8))
+    return same_module_output(shown, package, lambda: (2,), lambda: (x,))
+
+
+def exercise_pool(shown, package):
+    from attention_book import GroupedQueryAttention
+    layer = seeded(lambda: GroupedQueryAttention(16, 4))
+    x = torch.randn(1, 3, 16)
+    with torch.no_grad():
+        return shown(layer, 2)(x)[0], package(layer, 2)(x)[0]
+
+
+def exercise_pretrain(shown, package):
+    x = torch.randint(0, 16, (2, 16))
+    models = shown(0, steps=2), package(0, steps=2)  # two training steps each
+    with torch.no_grad():
+        return [model(x) for model in models]
+
+
+def exercise_convert_and_uptrain(shown, package):
+    from attention_book.experiments.uptraining import pretrain
+    model = pretrain(0, steps=2)
+    return shown(model, 2, "mean", (0, 2)), package(model, 2, "mean", (0, 2))
+
+
+def qkv(h=4, g=2, L=3, S=5, d=8):
+    return torch.randn(2, h, L, d), torch.randn(2, g, S, d), torch.randn(2, g, S, d)
+
+
+EXERCISES = {  # shown name -> fn(shown object, package object) -> (what the shown one gave, what the package gave)
+    "scaled_dot_product_attention": lambda shown, package: (lambda q, k, v: (shown(q, k, v), package(q, k, v)))(
+        *qkv(4, 4)),
+    "SelfAttentionHead": lambda shown, package: same_module_output(shown, package, lambda: (16, 8),
+                                                                   lambda: (torch.ones(2, 5, 16).cumsum(1),)),
+    "sinusoidal_positions": lambda shown, package: (shown(7, 16), package(7, 16)),
+    "previous_two": lambda shown, package: (shown(torch.Generator().manual_seed(1)),
+                                            package(torch.Generator().manual_seed(1))),
+    "OneLayer": exercise_one_layer,
+    "GroupedQueryAttention": exercise_attention_layer,
+    "TransformerBlock": exercise_transformer_block,
+    "BertLayer": exercise_bert_layer,
+    "KVCache": exercise_kv_cache,
+    "grouped_query_sdpa": lambda shown, package: (lambda q, k, v: (shown(q, k, v), package(q, k, v)))(*qkv()),
+    "gqa_by_repeating_kv": lambda shown, package: (lambda q, k, v: (shown(q, k, v), package(q, k, v)))(*qkv()),
+    "gqa_with_enable_gqa": lambda shown, package: (lambda q, k, v: (shown(q, k, v), package(q, k, v)))(*qkv()),
+    "pool_kv_heads": exercise_pool,
+    "pretrain": exercise_pretrain,
+    "convert_and_uptrain": exercise_convert_and_uptrain,
+}
+HELPERS = {"pool_heads"}  # shown beside a function that uses them, and exercised through it
+
+
+def package_source_cells():
+    for path in chapter_paths():
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type == "code" and "package-source" in cell.metadata.get("tags", []):
+                yield pytest.param(path.name, index, cell.source, id=f"{path.stem}-cell{index}")
+
+
+def assert_same(shown, package, what):
+    if isinstance(package, torch.Tensor):
+        assert torch.equal(shown, package), what
+    elif isinstance(package, (tuple, list)):
+        assert len(shown) == len(package), what
+        for a, b in zip(shown, package, strict=True):
+            assert_same(a, b, what)
+    elif isinstance(package, dict):
+        assert shown.keys() == package.keys(), what
+        for key in package:
+            assert_same(shown[key], package[key], f"{what}[{key!r}]")
+    else:
+        assert shown == package, what
+
+
+@pytest.mark.parametrize("chapter, index, source", list(package_source_cells()))
+def test_each_listing_runs_alone_and_computes_what_the_package_computes(chapter, index, source):
+    namespace = {"__name__": "__listing__"}
+    exec(compile(source, f"{chapter}[{index}]", "exec"), namespace)  # a NameError here: the listing lacks an import
+    for name, _ in definitions(source):
+        if name in HELPERS:
+            continue
+        assert name in EXERCISES, f"{chapter} cell {index} shows {name}: add a way to exercise it to EXERCISES"
+        shown, package = EXERCISES[name](namespace[name], package_objects()[name])
+        assert_same(shown, package, f"{chapter} cell {index}: {name} as shown differs from the package's")

@@ -4,7 +4,7 @@ import re
 import pytest
 import torch
 
-from attention_book.head_scores import induction_score, previous_token_score
+from attention_book.experiments.head_scores import induction_score, previous_token_score
 from attention_book.masks import causal_mask
 
 

@@ -3,13 +3,13 @@ import math
 
 import pytest
 import torch
-from attention_book.head_scores import attention_entropy, offset_targets, previous_token_score, weight_on
-from attention_book.plotting import plot_head_map, plot_head_mosaic
+from attention_book.experiments.head_scores import attention_entropy, offset_targets, previous_token_score, weight_on
+from attention_book.figures.plotting import plot_head_map, plot_head_mosaic
 
 
 def test_offset_targets_respect_padding():
-    padding = torch.tensor([[True, True, True, False]])
-    previous, following = offset_targets(padding, -1)[0], offset_targets(padding, +1)[0]
+    is_real = torch.tensor([[True, True, True, False]])
+    previous, following = offset_targets(is_real, -1)[0], offset_targets(is_real, +1)[0]
     assert previous.nonzero().tolist() == [[1, 0], [2, 1]]
     assert following.nonzero().tolist() == [[0, 1], [1, 2]]
 
@@ -17,8 +17,8 @@ def test_offset_targets_respect_padding():
 def test_weight_on_a_perfect_next_token_head():
     weights = torch.zeros(1, 1, 4, 4)
     weights[0, 0, [0, 1, 2, 3], [1, 2, 2, 0]] = 1.0  # the last real query (2) and the padding one look elsewhere
-    padding = torch.tensor([[True, True, True, False]])
-    assert weight_on(weights, offset_targets(padding, +1), padding).item() == 1.0
+    is_real = torch.tensor([[True, True, True, False]])
+    assert weight_on(weights, offset_targets(is_real, +1), is_real).item() == 1.0
 
 
 def test_weight_on_the_first_key_and_layers():
@@ -31,16 +31,16 @@ def test_weight_on_the_first_key_and_layers():
 
 def test_previous_token_score_is_the_unpadded_case():
     weights = torch.softmax(torch.randn(2, 3, 6, 6, generator=torch.Generator().manual_seed(1)), dim=-1)
-    padding = torch.ones(2, 6, dtype=torch.bool)
-    assert torch.allclose(weight_on(weights, offset_targets(padding, -1), padding), previous_token_score(weights))
+    is_real = torch.ones(2, 6, dtype=torch.bool)
+    assert torch.allclose(weight_on(weights, offset_targets(is_real, -1), is_real), previous_token_score(weights))
 
 
 def test_entropy_of_one_hot_and_uniform_weights():
-    padding = torch.tensor([[True, True, True, True, False]])
+    is_real = torch.tensor([[True, True, True, True, False]])
     uniform = torch.zeros(1, 1, 5, 5)
     uniform[..., :4] = 0.25
-    assert math.isclose(attention_entropy(uniform, padding).item(), math.log(4), rel_tol=1e-6)
-    assert attention_entropy(torch.eye(5)[None, None], padding).item() == 0.0
+    assert math.isclose(attention_entropy(uniform, is_real).item(), math.log(4), rel_tol=1e-6)
+    assert attention_entropy(torch.eye(5)[None, None], is_real).item() == 0.0
 
 
 def test_scores_reject_bad_shapes():

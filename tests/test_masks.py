@@ -1,4 +1,4 @@
-"""causal_mask (aligned bottom-right) and padding_mask, and how they differ from SDPA's is_causal."""
+"""causal_mask (aligned bottom-right) and real_key_mask, and how they differ from SDPA's is_causal."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -6,7 +6,7 @@ from _hypothesis import SEEDS
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attention_book import causal_mask, padding_mask
+from attention_book import causal_mask, real_key_mask
 
 
 @st.composite
@@ -80,16 +80,16 @@ def test_causal_mask_device_and_default_S():
 
 
 @given(lengths=st.lists(st.integers(0, 8), min_size=1, max_size=5), extra=st.integers(0, 3))
-def test_padding_mask_marks_the_first_lengths_keys(lengths, extra):
+def test_real_key_mask_marks_the_first_lengths_keys(lengths, extra):
     S = max(max(lengths), 1) + extra
-    mask = padding_mask(lengths, S)
+    mask = real_key_mask(lengths, S)
     assert mask.dtype == torch.bool and mask.shape == (len(lengths), 1, S)
     for b, n in enumerate(lengths):
         assert mask[b, 0].tolist() == [True] * n + [False] * (S - n)
 
 
-def test_padding_mask_accepts_a_tensor_and_defaults_S_to_the_longest():
-    mask = padding_mask(torch.tensor([3, 1, 2]))
+def test_real_key_mask_accepts_a_tensor_and_defaults_S_to_the_longest():
+    mask = real_key_mask(torch.tensor([3, 1, 2]))
     assert mask.shape == (3, 1, 3)
     assert torch.equal(mask[:, 0], torch.tensor([[1, 1, 1], [1, 0, 0], [1, 1, 0]], dtype=torch.bool))
 
@@ -98,7 +98,7 @@ def test_padding_mask_accepts_a_tensor_and_defaults_S_to_the_longest():
        L=st.integers(1, 8))
 def test_padding_and_causal_combine_with_and(lengths, L):
     S = max(max(lengths), L)
-    combined = causal_mask(L, S) & padding_mask(lengths, S)
+    combined = causal_mask(L, S) & real_key_mask(lengths, S)
     assert combined.shape == (len(lengths), L, S)
     for b, n in enumerate(lengths):
         for i in range(L):

@@ -1,7 +1,7 @@
 """The timing helpers return sensible quantities (their values are not asserted beyond that)."""
 from attention_book.kv_cache import kv_cache_bytes_per_token
 import torch
-from attention_book.measure import median_seconds, one_thread, read_bandwidth
+from attention_book.experiments.measure import best_seconds, median_seconds, one_thread, read_bandwidth, threads
 
 
 def test_median_seconds_runs_enough_times():
@@ -28,6 +28,18 @@ def test_one_thread_restores_the_number_of_threads():
 
 
 def test_compute_rate_is_positive_and_finite():
-    from attention_book.measure import compute_rate
+    from attention_book.experiments.measure import compute_rate
     rate = compute_rate(n=64)
     assert 0 < rate < float("inf")
+
+
+def test_best_seconds_takes_the_fastest_run():
+    calls = []
+    assert best_seconds(lambda: calls.append(1), runs=3) >= 0 and len(calls) == 4  # a warm-up and three runs
+
+
+def test_threads_restores_the_number_of_threads():
+    before = torch.get_num_threads()
+    with threads(2):
+        assert torch.get_num_threads() == 2
+    assert torch.get_num_threads() == before

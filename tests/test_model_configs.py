@@ -1,5 +1,5 @@
 """The model table reproduces the cache sizes in the book's facts, and classifies each model correctly."""
-from attention_book.model_configs import MODELS, kv_cache_table
+from attention_book.experiments.model_configs import MODELS, kv_cache_table
 
 
 def by_name():

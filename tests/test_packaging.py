@@ -33,7 +33,7 @@ def test_the_wheel_builds_with_warnings_as_errors_and_carries_its_metadata(tmp_p
     assert metadata["License-Expression"] == "MIT"
     assert metadata["Requires-Python"] == ">=3.11"
     assert "MIT License" in licence
-    assert "attention_book/data/mha_to_gqa.csv" in names  # chapter 9's stored results travel with the package
+    assert "attention_book/experiments/data/mha_to_gqa.csv" in names  # chapter 9's stored results travel along
 
 
 def test_the_version_is_written_once():

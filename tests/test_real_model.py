@@ -9,10 +9,10 @@ import torch
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
-from attention_book.bert_encoder import (BertEncoder, hf_names, load_bert, load_hf_weights,  # noqa: E402
+from attention_book.bert.encoder import (BertEncoder, hf_names, load_bert, load_hf_weights,  # noqa: E402
                                          mean_pool, sentence_embeddings)
 from attention_book.convert import convert_to_gqa  # noqa: E402
-from attention_book.pretrained import BertConfig, check_folder, minilm_folder, tokenize  # noqa: E402
+from attention_book.bert.loader import BertConfig, check_folder, minilm_folder, tokenize  # noqa: E402
 
 SENTENCES = ["The quick brown fox jumps over the lazy dog.",
              "Attention is computed for every head.",
@@ -110,8 +110,8 @@ def test_an_unsupported_activation_is_refused(tmp_path, folder):
 def test_tokenize_pads_on_the_right(model):
     batch = tokenize(model[1], ["Hi!", "A longer sentence here."])
     assert batch.tokens[0] == ["[CLS]", "hi", "!", "[SEP]"]
-    assert batch.padding.sum(dim=1).tolist() == [4, len(batch.tokens[1])]
-    assert batch.ids[0, 4:].eq(0).all() and not batch.padding[0, 4:].any()
+    assert batch.is_real.sum(dim=1).tolist() == [4, len(batch.tokens[1])]
+    assert batch.ids[0, 4:].eq(0).all() and not batch.is_real[0, 4:].any()
     with pytest.raises(ValueError, match="non-empty list"):
         tokenize(model[1], "one string")
 
@@ -121,50 +121,50 @@ def test_tokenize_pads_on_the_right(model):
 @pytest.fixture(scope="module")
 def reference_run(folder, batch):
     pytest.importorskip("transformers")
-    from attention_book.bert_reference import load_reference, reference_outputs
+    from attention_book.bert.reference import load_reference, reference_outputs
 
-    return reference_outputs(load_reference(folder), batch.ids, batch.padding)
+    return reference_outputs(load_reference(folder), batch.ids, batch.is_real)
 
 
 def test_hidden_states_match_the_reference(model, batch, reference_run):
     with torch.no_grad():
-        ours = model[0](batch.ids, batch.padding).hidden_states  # (7, B, L, d_model)
-    real = batch.padding[None, :, :, None]
+        ours = model[0](batch.ids, batch.is_real).hidden_states  # (7, B, L, d_model)
+    real = batch.is_real[None, :, :, None]
     assert ours.shape == reference_run.hidden_states.shape == (7, len(SENTENCES), batch.ids.shape[1], 384)
     assert ((ours - reference_run.hidden_states).abs() * real).max() < 1e-5
 
 
 def test_attention_weights_match_the_reference(model, batch, reference_run):
     with torch.no_grad():
-        ours = model[0](batch.ids, batch.padding, need_weights=True).attention_weights  # (6, B, h, L, L)
-    real_queries = batch.padding[None, :, None, :, None]
+        ours = model[0](batch.ids, batch.is_real, need_weights=True).attention_weights  # (6, B, h, L, L)
+    real_queries = batch.is_real[None, :, None, :, None]
     assert ours.shape == reference_run.attention_weights.shape
     assert ((ours - reference_run.attention_weights).abs() * real_queries).max() < 1e-5
-    assert (ours * ~batch.padding[None, :, None, None, :]).max() == 0  # no weight on padding keys
+    assert (ours * ~batch.is_real[None, :, None, None, :]).max() == 0  # no weight on padding keys
 
 
 def test_embeddings_match_sentence_transformers(folder, model, batch):
     st = pytest.importorskip("sentence_transformers")
     expected = st.SentenceTransformer(str(folder), device="cpu").encode(SENTENCES, convert_to_tensor=True)
-    assert (sentence_embeddings(model[0], batch.ids, batch.padding) - expected).abs().max() < 1e-5
+    assert (sentence_embeddings(model[0], batch.ids, batch.is_real) - expected).abs().max() < 1e-5
 
 
 # Pooling
 
 def test_mean_pool_ignores_padding():
     hidden = torch.arange(24, dtype=torch.float32).view(2, 3, 4)
-    padding = torch.tensor([[True, True, False], [True, True, True]])
-    pooled = mean_pool(hidden, padding)
+    is_real = torch.tensor([[True, True, False], [True, True, True]])
+    pooled = mean_pool(hidden, is_real)
     assert torch.equal(pooled[0], hidden[0, :2].mean(dim=0))
     assert torch.equal(pooled[1], hidden[1].mean(dim=0))
-    with pytest.raises(ValueError, match="padding must have shape"):
-        mean_pool(hidden, padding[:, :2])
+    with pytest.raises(ValueError, match="is_real must have shape"):
+        mean_pool(hidden, is_real[:, :2])
 
 
 def test_an_embedding_does_not_depend_on_the_batch(model, batch):
-    together = sentence_embeddings(model[0], batch.ids, batch.padding)
+    together = sentence_embeddings(model[0], batch.ids, batch.is_real)
     alone = tokenize(model[1], SENTENCES[2:3])
-    assert torch.allclose(sentence_embeddings(model[0], alone.ids, alone.padding)[0], together[2], atol=1e-6)
+    assert torch.allclose(sentence_embeddings(model[0], alone.ids, alone.is_real)[0], together[2], atol=1e-6)
     assert torch.allclose(together.norm(dim=-1), torch.ones(len(SENTENCES)))
 
 
@@ -173,13 +173,13 @@ def test_an_embedding_does_not_depend_on_the_batch(model, batch):
 def test_gqa_conversion_of_the_encoder(model, batch):
     encoder = model[0]
     same = convert_to_gqa(encoder, 12)
-    assert torch.allclose(sentence_embeddings(same, batch.ids, batch.padding),
-                          sentence_embeddings(encoder, batch.ids, batch.padding), atol=1e-6)
+    assert torch.allclose(sentence_embeddings(same, batch.ids, batch.is_real),
+                          sentence_embeddings(encoder, batch.ids, batch.is_real), atol=1e-6)
     pooled = convert_to_gqa(encoder, 3)
     assert pooled.config.n_kv_heads == 3 and encoder.config.n_kv_heads is None
     assert pooled.layers[0].attention.k_proj.weight.shape == (3 * 32, 384)
-    cosine = (sentence_embeddings(pooled, batch.ids, batch.padding)
-              * sentence_embeddings(encoder, batch.ids, batch.padding)).sum(dim=-1)
+    cosine = (sentence_embeddings(pooled, batch.ids, batch.is_real)
+              * sentence_embeddings(encoder, batch.ids, batch.is_real)).sum(dim=-1)
     assert (cosine < 0.999).all() and (cosine > 0).all()
 
 
@@ -189,6 +189,6 @@ def test_encoder_checks_its_inputs():
         encoder(torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="max_len=64"):
         encoder(torch.zeros(1, 65, dtype=torch.long))
-    with pytest.raises(ValueError, match="padding must have the shape of ids"):
+    with pytest.raises(ValueError, match="is_real must have the shape of ids"):
         encoder(torch.zeros(1, 5, dtype=torch.long), torch.ones(1, 4, dtype=torch.bool))
     assert math.isclose(TINY.layer_norm_eps, encoder.layers[0].attention_norm.eps)

@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_book.head_scores import previous_token_score
-from attention_book.tasks import IGNORE_INDEX, previous_token, repeated_sequence
+from attention_book.experiments.head_scores import previous_token_score
+from attention_book.experiments.tasks import IGNORE_INDEX, previous_token, repeated_sequence
 from attention_book.tiny_transformer import TinyTransformer, TinyTransformerConfig
-from attention_book.training import train
+from attention_book.experiments.training import train
 
 
 def generator(seed=0):

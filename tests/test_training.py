@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-from attention_book.training import accuracy, train
+from attention_book.experiments.training import accuracy, train
 
 
 def copy_task(generator, batch_size=64):
@@ -37,7 +37,7 @@ def test_it_learns_and_accuracy_measures_it():
 
 
 def test_smoothed_is_a_centred_moving_average():
-    from attention_book.training import smoothed
+    from attention_book.experiments.training import smoothed
 
     assert smoothed([0, 3, 6, 9], half_window=1) == [1.5, 3.0, 6.0, 7.5]
     assert smoothed([4.0, 4.0, 4.0]) == [4.0, 4.0, 4.0]

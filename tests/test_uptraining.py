@@ -1,10 +1,10 @@
 """Chapter 9's experiment: the stored results are what the code produces (up to another CPU's rounding), and the
 code is deterministic on one machine."""
 import pytest
-from attention_book.measure import one_thread
-from attention_book.uptraining import (FIELDS, RERUN_ATOL, RERUN_RTOL, UPTRAIN_STEPS, agrees_with_stored,
-                                       cache_bytes_per_token, convert_and_uptrain, load_results, pretrain,
-                                       write_results)
+from attention_book.experiments.measure import one_thread
+from attention_book.experiments.uptraining import (FIELDS, RERUN_ATOL, RERUN_RTOL, UPTRAIN_STEPS, agrees_with_stored,
+                                                   cache_bytes_per_token, convert_and_uptrain, load_results,
+                                                   pretrain, write_results)
 
 
 def test_stored_results_cover_the_grid():

@@ -1,11 +1,11 @@
 """attention_book: the code that the book *Attention, Head by Head* builds and runs.
 
-Importing this package loads only torch and the attention code. Plotting (``attention_book.plotting``)
+Importing this package loads only torch and the attention code. Plotting (``attention_book.figures.plotting``)
 and the exercise checks (``attention_book.checks``) are imported only when you use them.
 """
 from .attention_layer import GroupedQueryAttention
 from .kv_cache import KVCache
-from .masks import causal_mask, padding_mask
+from .masks import causal_mask, real_key_mask
 from .positions import sinusoidal_positions
 from .sdpa import scaled_dot_product_attention
 from .self_attention import SelfAttentionHead
@@ -17,7 +17,7 @@ __all__ = [
     "SelfAttentionHead",
     "causal_mask",
     "from_torch_mha",
-    "padding_mask",
+    "real_key_mask",
     "scaled_dot_product_attention",
     "sinusoidal_positions",
     "to_torch_mha",

@@ -51,16 +51,21 @@ class GroupedQueryAttention(nn.Module):
             mask: boolean, True = may attend. Shape (L, S), (B, L, S) or (B, 1 or h, L, S).
             is_causal: also apply ``causal_mask(L, S)``, aligned bottom-right so that it stays
                 correct when a cache makes S > L.
-            cache: a ``KVCache`` (see ``new_cache``). This call's keys and values are appended to it and
-                the queries attend to everything cached, so S = cache.length afterwards.
+            cache: a ``KVCache`` (see ``new_cache``), for self-attention only, under ``torch.no_grad()``. This
+                call's keys and values are appended to it and the queries attend to everything cached, so
+                S = cache.length afterwards.
             need_weights: if True, run the book's own ``scaled_dot_product_attention`` and return the
                 per-head weights; if False, run PyTorch's fused kernel (``grouped_query_sdpa``, which reads
-                each K/V head once, not once per query head) and return None for them.
+                each K/V head once, not once per query head) and return None for them. Causal attention with
+                no cache and no mask then builds no mask at all: PyTorch's ``is_causal`` skips the masked part.
 
         Returns:
             out: shape (B, L, d_model).
             weights: shape (B, h, L, S), or None.
         """
+        if cache is not None and kv is not None:
+            raise ValueError("cache is for self-attention (kv=None): with kv given, the same keys and values "
+                             "would be appended at every step; compute them once and pass kv without a cache")
         kv = x if kv is None else kv
         B, L, S = self._check_inputs(x, kv)
         q = self.q_proj(x).view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, L, d_head)
@@ -68,35 +73,48 @@ class GroupedQueryAttention(nn.Module):
         v = self.v_proj(kv).view(B, S, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, g, S, d_head)
         if cache is not None:
             k, v = cache.append(k, v)  # now (B, g, S, d_head) with S = every cached token
-        mask = self._full_mask(mask, is_causal, B, L, k.shape[-2], x.device)  # None or (B|1, h|1, L, S)
         if need_weights:
             group = self.n_heads // self.n_kv_heads
             k = k.repeat_interleave(group, dim=1)  # (B, h, S, d_head): head i reads K/V head i // group
             v = v.repeat_interleave(group, dim=1)
-            out, weights = scaled_dot_product_attention(q, k, v, mask)
+            out, weights = scaled_dot_product_attention(q, k, v, self._full_mask(mask, is_causal, q, k))
+        elif is_causal and mask is None and cache is None and L == S:  # no mask to build; PyTorch skips blocks
+            out, weights = grouped_query_sdpa(q, k, v, is_causal=True), None
         else:
-            out, weights = grouped_query_sdpa(q, k, v, mask), None  # PyTorch's fused kernel
+            out, weights = grouped_query_sdpa(q, k, v, self._full_mask(mask, is_causal, q, k)), None
         out = out.transpose(1, 2).reshape(B, L, self.n_heads * self.d_head)  # concatenate the heads
         return self.o_proj(out), weights
 
     def new_cache(self, batch_size, max_len, dtype=None, device=None) -> KVCache:
-        """An empty cache sized for this layer: buffers of shape (batch_size, n_kv_heads, max_len, d_head)."""
+        """An empty cache sized for this layer: buffers of shape (batch_size, n_kv_heads, max_len, d_head).
+
+        Its dtype is the one the layer's keys will have: the weights' dtype, or autocast's (for example
+        bfloat16 inside ``torch.autocast("cpu", dtype=torch.bfloat16)``).
+        """
         weight = self.k_proj.weight
+        if dtype is None and torch.is_autocast_enabled(weight.device.type):
+            dtype = torch.get_autocast_dtype(weight.device.type)
         return KVCache(batch_size, self.n_kv_heads, self.d_head, max_len,
                        dtype=dtype or weight.dtype, device=device or weight.device)
 
     def _check_inputs(self, x, kv):
-        require_rank("x", x, 3, "B, L, d_model")
-        require_rank("kv", kv, 3, "B, S, d_model")
-        for name, t in (("x", x), ("kv", kv)):
+        weight = self.q_proj.weight
+        for name, t, letters in (("x", x, "B, L, d_model"), ("kv", kv, "B, S, d_model")):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor of shape ({letters}), got {type(t).__name__}")
+            require_rank(name, t, 3, letters)
             if t.shape[-1] != self.d_model:
                 raise ValueError(f"{name} has last dimension {t.shape[-1]} but the layer has d_model={self.d_model}")
+            if t.dtype != weight.dtype and not torch.is_autocast_enabled(t.device.type):
+                raise ValueError(f"{name} has dtype {t.dtype} but the layer's weights are {weight.dtype}: "
+                                 f"convert one of them (x.to({weight.dtype}) or layer.to({t.dtype}))")
         if kv.shape[0] != x.shape[0]:
             raise ValueError(f"x and kv must have the same batch size B, got {x.shape[0]} and {kv.shape[0]}")
         return x.shape[0], x.shape[1], kv.shape[1]
 
-    def _full_mask(self, mask, is_causal, B, L, S, device):
+    def _full_mask(self, mask, is_causal, q, k):
         """Combine the user's mask and the causal mask into one of shape (B|1, h|1, L, S), or None."""
+        B, L, S = q.shape[0], q.shape[2], k.shape[2]
         if mask is not None:
             if isinstance(mask, torch.Tensor) and mask.dim() == 3:
                 mask = mask[:, None]  # (B, L, S) -> (B, 1, L, S): the same mask for every head
@@ -106,6 +124,6 @@ class GroupedQueryAttention(nn.Module):
                 )
             check_mask(mask, torch.Size((B, self.n_heads, L, S)))
         if is_causal:
-            causal = causal_mask(L, S, device=device)
+            causal = causal_mask(L, S, device=q.device)
             mask = causal if mask is None else mask & causal
         return mask

@@ -56,12 +56,13 @@ def pool_kv_heads(layer, n_kv_heads, init="mean", generator=None) -> GroupedQuer
         for old_proj, new_proj in ((layer.k_proj, new.k_proj), (layer.v_proj, new.v_proj)):
             for name, param in old_proj.named_parameters():
                 getattr(new_proj, name).copy_(
-                    _pool(param, layer.n_kv_heads, n_kv_heads, init, generator, fan_in=layer.d_model))
+                    pool_heads(param, layer.n_kv_heads, n_kv_heads, init, generator, fan_in=layer.d_model))
     return new
 
 
-def _pool(param, old_heads, new_heads, init, generator, fan_in):
-    """Pool a K or V projection's weight (old_heads * d_head, d_model) or bias (old_heads * d_head,)."""
+def pool_heads(param, old_heads, new_heads, init, generator, fan_in):
+    """Pool a K or V projection's weight (old_heads * d_head, d_model) or bias (old_heads * d_head,) into
+    new_heads groups of consecutive heads: shape (new_heads * d_head, d_model) or (new_heads * d_head,)."""
     grouped = param.unflatten(0, (new_heads, old_heads // new_heads, -1))  # (G, heads per group, d_head, ...)
     if init == "mean":
         pooled = grouped.mean(dim=1)

@@ -11,8 +11,8 @@ class KVCache:
     ``length`` positions hold real entries. Memory is allocated once, up front:
     2 (K and V) x B x g x max_len x d_head x bytes per element.
 
-    The cache is for inference: it writes into its buffers in place, so decode
-    under ``torch.no_grad()`` (autograd cannot backpropagate through the writes).
+    The cache is for inference: it writes into its buffers in place, which autograd cannot train through,
+    so ``append`` refuses keys and values that carry gradients: decode under ``torch.no_grad()``.
     """
 
     def __init__(self, batch_size, n_kv_heads, d_head, max_len, dtype=torch.float32, device=None):
@@ -60,6 +60,11 @@ class KVCache:
             )
         if k.dtype != self.k.dtype:
             raise ValueError(f"k has dtype {k.dtype} but the cache holds {self.k.dtype}")
+        if k.device != self.k.device:
+            raise ValueError(f"k is on {k.device} but the cache is on {self.k.device}")
+        if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):
+            raise ValueError("k and v require grad, but the cache stores them in place and cannot be trained "
+                             "through: decode under torch.no_grad() (training needs no cache)")
         start, end = self.length, self.length + k.shape[2]
         if end > self.max_len:
             raise ValueError(

@@ -19,18 +19,21 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
     return torch.ones(L, S, dtype=torch.bool, device=device).tril(diagonal=S - L)
 
 
-def padding_mask(lengths, S: int | None = None, device=None) -> torch.Tensor:
-    """Key-padding mask from sequence lengths. Shape (B, 1, S).
+def real_key_mask(lengths, S: int | None = None, device=None) -> torch.Tensor:
+    """Which keys are real tokens, from sequence lengths: True = a real key (may attend). Shape (B, 1, S).
 
     Sequence b has ``lengths[b]`` real tokens followed by padding; its keys at positions >= lengths[b]
-    are masked out. The middle dimension of size 1 broadcasts over the L queries, so the result
-    combines with a causal mask as ``causal_mask(L, S) & padding_mask(lengths, S)`` -> (B, L, S).
+    are False (masked out). Mind the polarity: PyTorch's ``key_padding_mask`` means the opposite
+    (True = padding), so pass it ``~real_key_mask(lengths, S)[:, 0]``. The middle dimension of size 1 broadcasts
+    over the L queries, so the result combines with a causal mask as
+    ``causal_mask(L, S) & real_key_mask(lengths, S)`` -> (B, L, S).
     """
     lengths = torch.as_tensor(lengths, device=device)
     if lengths.numel() == 0:
         raise ValueError("lengths must hold one length per sequence, got none")
     if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
-        raise ValueError(f"lengths must be a 1-D sequence of integers, got {lengths.dtype} of shape {tuple(lengths.shape)}")
+        raise ValueError(f"lengths must be a 1-D sequence of integers, "
+                         f"got {lengths.dtype} of shape {tuple(lengths.shape)}")
     if (lengths < 0).any():
         raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
     S = int(lengths.max()) if S is None else S

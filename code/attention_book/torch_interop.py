@@ -20,11 +20,11 @@ def from_torch_mha(mha: nn.MultiheadAttention) -> GroupedQueryAttention:
     layer = layer.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
     with torch.no_grad():
         # in_proj_weight stacks [W_q; W_k; W_v] into one (3 d_model, d_model) matrix.
-        for proj, w in zip((layer.q_proj, layer.k_proj, layer.v_proj), mha.in_proj_weight.chunk(3)):
+        for proj, w in zip((layer.q_proj, layer.k_proj, layer.v_proj), mha.in_proj_weight.chunk(3), strict=True):
             proj.weight.copy_(w)
         layer.o_proj.weight.copy_(mha.out_proj.weight)
         if has_bias:
-            for proj, b in zip((layer.q_proj, layer.k_proj, layer.v_proj), mha.in_proj_bias.chunk(3)):
+            for proj, b in zip((layer.q_proj, layer.k_proj, layer.v_proj), mha.in_proj_bias.chunk(3), strict=True):
                 proj.bias.copy_(b)
             layer.o_proj.bias.copy_(mha.out_proj.bias)
     return layer

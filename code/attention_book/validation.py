@@ -41,7 +41,8 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
             f"got k {tuple(k.shape)} and v {tuple(v.shape)}"
         )
     if q.shape[:-2] != k.shape[:-2]:
-        raise ValueError(f"q and k must have the same leading dimensions, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+        raise ValueError(f"q and k must have the same leading dimensions, "
+                         f"got q {tuple(q.shape)} and k {tuple(k.shape)}")
 
 
 def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:

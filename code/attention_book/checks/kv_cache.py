@@ -2,12 +2,13 @@
 import torch
 
 from ..attention_layer import GroupedQueryAttention
+from ..experiments.model_configs import MODELS as MODEL_TABLE
 from ..kv_cache import kv_cache_bytes_per_token
 from ._compare import CheckFailed, _call, _compare
 
-# (name, n_layers, n_kv_heads, d_head) from the models' papers and configurations
-MODELS = [("Llama 2 7B", 32, 32, 128), ("Llama 2 70B", 80, 8, 128), ("Llama 3 8B", 32, 8, 128),
-          ("Falcon 7B", 32, 1, 64), ("Gemma 2B", 18, 1, 256)]
+# (name, n_layers, n_kv_heads, d_head) of five models of the package's table (MHA, GQA and MQA among them)
+MODELS = [(m.name, m.n_layers, m.n_kv_heads, m.d_head) for m in MODEL_TABLE
+          if m.name in ("Llama 2 7B", "Llama 2 70B", "Llama 3 8B", "Falcon 7B", "Gemma 2B")]
 
 
 def check_kv_bytes_per_token(fn):
@@ -33,7 +34,8 @@ def check_decode_with_cache(fn):
 
     Tried on 3 random layers (MHA, GQA, MQA) and inputs; compared with the layer's full causal forward.
     """
-    task = "make a cache with layer.new_cache(B, L), then call layer(x[:, t:t + 1], cache=cache, is_causal=True) for each t."
+    task = ("make a cache with layer.new_cache(B, L), then call layer(x[:, t:t + 1], cache=cache, is_causal=True) "
+            "for each t.")
     for seed, (d_model, h, g, B, L) in enumerate([(16, 4, 4, 2, 5), (24, 6, 2, 1, 7), (8, 4, 1, 3, 4)]):
         with torch.random.fork_rng():
             torch.manual_seed(seed)

@@ -1,7 +1,8 @@
-"""Checks for chapter 9's exercises: which heads a group pools, mean-pooling a projection (pool_projection), the converted attention."""
+"""Checks for chapter 9's exercises: which heads a group pools, mean-pooling a projection (pool_projection), and
+the converted attention."""
 import torch
 
-from ..convert import _pool
+from ..convert import pool_heads
 from ..grouped_sdpa import grouped_query_sdpa
 from ._compare import CheckFailed, _call, _compare
 
@@ -12,7 +13,8 @@ def check_group_members(fn):
     Tried on every new K/V head of 6 layouts (n_heads, n_kv_heads) = (8, 8), (8, 4), (8, 2), (8, 1), (12, 3),
     (32, 8), MHA and MQA included; compared with the contiguous grouping of repeat_interleave.
     """
-    task = "the new K/V head j pools the n_heads // n_kv_heads contiguous old heads starting at j * (n_heads // n_kv_heads)."
+    task = ("the new K/V head j pools the n_heads // n_kv_heads contiguous old heads starting at "
+            "j * (n_heads // n_kv_heads).")
     for h, g in [(8, 8), (8, 4), (8, 2), (8, 1), (12, 3), (32, 8)]:
         for j in range(g):
             expected = list(range(j * (h // g), (j + 1) * (h // g)))
@@ -34,11 +36,12 @@ def check_pool_projection(fn):
     (6, 3, 5, 7) and (4, 4, 3, 5), MHA and MQA included; compared with the mean pooling of
     attention_book.convert_to_gqa.
     """
-    task = "view the rows as (n_kv_heads, n_heads // n_kv_heads, d_head, d_model) and average over the second dimension."
+    task = ("view the rows as (n_kv_heads, n_heads // n_kv_heads, d_head, d_model) and average over the second "
+            "dimension.")
     gen = torch.Generator().manual_seed(9)
     for h, g, d_head, d_model in [(8, 4, 4, 32), (8, 1, 2, 6), (6, 3, 5, 7), (4, 4, 3, 5)]:
         weight = torch.randn(h * d_head, d_model, generator=gen)
-        expected = _pool(weight, h, g, "mean", None, fan_in=d_model)  # what convert_to_gqa does
+        expected = pool_heads(weight, h, g, "mean", None, fan_in=d_model)  # what convert_to_gqa does
         _compare("your pool_projection", f"a weight {tuple(weight.shape)} with n_heads={h}, n_kv_heads={g}", expected,
                  _call(fn, (weight, h, g), task), hint="average the d_head rows of the heads in a group, row by row")
     print("✓ your pool_projection matches the package's pooling on 4 weights, MHA and MQA included.")

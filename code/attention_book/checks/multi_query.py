@@ -39,14 +39,15 @@ def check_mqa_attention(fn):
 
 
 def check_tokens_per_second_bound(fn):
-    """fn(bandwidth, n_params, n_layers, n_kv_heads, d_head, context, bytes_per_element, batch) -> the fastest decode rate.
+    """fn(bandwidth, n_params, n_layers, n_kv_heads, d_head, context, bytes_per_element, batch) -> fastest decode rate.
 
     Tried on 5 models, machines and batch sizes; compared with the batch size times the bandwidth, divided by the
     bytes one step must read: the weights once for the whole batch, plus each sequence's cache
     (attention_book.kv_cache_bytes_per_token).
     """
     task = ("each step reads the weights once (n_params x bytes per element) and the cache of each of the batch's "
-            "sequences once, and makes one token per sequence: batch x bandwidth / (weight bytes + batch x cache bytes).")
+            "sequences once, and makes one token per sequence: "
+            "batch x bandwidth / (weight bytes + batch x cache bytes).")
     cases = [(25e9, 6.74e9, 32, 32, 128, 4096, 2, 1), (25e9, 6.74e9, 32, 1, 128, 4096, 2, 32),
              (900e9, 7e10, 80, 8, 128, 8192, 2, 16), (25e9, 2.5e9, 18, 1, 256, 2048, 4, 4),
              (50e9, 1e9, 24, 16, 64, 1024, 2, 64)]

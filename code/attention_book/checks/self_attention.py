@@ -21,7 +21,8 @@ def check_self_attention(fn):
         tried = f"x {tuple(x.shape)}, W_q, W_k, W_v of shape {(d_model, d_head)}"
         result = _call(fn, (x, *weights_t), task)
         if not (isinstance(result, tuple) and len(result) == 2):
-            raise CheckFailed(f"your self_attention on {tried}: expected a pair (out, weights), got {_describe(result)}")
+            raise CheckFailed(f"your self_attention on {tried}: expected a pair (out, weights), "
+                              f"got {_describe(result)}")
         with torch.no_grad():
             out, weights = head(x)
         _compare("your attention weights", tried, weights, result[1], "scale the scores by 1/√d_head")
@@ -37,7 +38,8 @@ def check_sinusoidal(fn):
     task = "column 2i holds sin(p / 10000^(2i / d_model)), column 2i + 1 the cosine of the same angle."
     for L, d_model in [(1, 2), (6, 8), (50, 16), (10, 64)]:
         _compare("your position encoding", f"L={L}, d_model={d_model}", sinusoidal_positions(L, d_model),
-                 _call(fn, (L, d_model), task), hint="column 2i is the sine and 2i + 1 the cosine; the exponent is 2i / d_model")
+                 _call(fn, (L, d_model), task),
+                 hint="column 2i is the sine and 2i + 1 the cosine; the exponent is 2i / d_model")
     print("✓ your sinusoidal encoding matches attention_book.sinusoidal_positions for 4 sizes.")
 
 

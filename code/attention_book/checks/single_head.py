@@ -64,4 +64,5 @@ def check_attention(fn):
                 "so fill where the attention mask is False (~mask)")
         _compare("your attention weights", tried, weights, result[1], hint)
         _compare("your attention output", tried, out, result[0], "out = weights @ v")
-    print(f"✓ your attention matches attention_book.scaled_dot_product_attention on {len(cases)} inputs, with and without masks.")
+    print(f"✓ your attention matches attention_book.scaled_dot_product_attention on {len(cases)} inputs, "
+          "with and without masks.")

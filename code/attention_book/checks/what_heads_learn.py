@@ -1,10 +1,10 @@
 """Checks for chapter 4's exercises: the head scores and head ablation."""
 import torch
 
-from ..ablation import ablation_losses
-from ..head_scores import induction_score, previous_token_score
+from ..experiments.ablation import ablation_losses
+from ..experiments.head_scores import induction_score, previous_token_score
 from ..masks import causal_mask
-from ..tasks import repeated_sequence
+from ..experiments.tasks import repeated_sequence
 from ..tiny_transformer import TinyTransformer, TinyTransformerConfig
 from ._compare import CheckFailed, _call, _compare
 
@@ -73,4 +73,4 @@ def check_ablation(fn):
                 raise CheckFailed(f"your ablation of layer {layer}, head {head} on a 2-layer, 2-head model: expected "
                                   f"a loss rise of {expected[layer, head].item():.5f}, got {got!r}\nHint: pass "
                                   "head_mask to the model, and leave out targets of -100 as F.cross_entropy does")
-    print("✓ your ablation matches attention_book.ablation for all 4 heads of a small model.")
+    print("✓ your ablation matches attention_book.experiments.ablation for all 4 heads of a small model.")

@@ -25,7 +25,8 @@ def plot_attention(weights, queries, keys, ax=None, title=None, annotate=True):
     """
     weights = torch.as_tensor(weights).detach().float().cpu()
     if weights.dim() != 2 or weights.shape != (len(queries), len(keys)):
-        raise ValueError(f"weights of shape {tuple(weights.shape)} do not match {len(queries)} queries x {len(keys)} keys")
+        raise ValueError(f"weights of shape {tuple(weights.shape)} do not match "
+                         f"{len(queries)} queries x {len(keys)} keys")
     if ax is None:
         _, ax = plt.subplots(figsize=(0.55 * len(keys) + 2, 0.5 * len(queries) + 1.2))
     image = ax.imshow(weights.numpy(), cmap=ATTENTION_CMAP, vmin=0.0, vmax=1.0)

@@ -8,7 +8,7 @@ deterministic for a given seed, and ``functools.partial(task, batch_size=..., ..
 """
 import torch
 
-from .validation import require_positive
+from ..validation import require_positive
 
 IGNORE_INDEX = -100  # the default ignore_index of F.cross_entropy
 

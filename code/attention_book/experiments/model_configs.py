@@ -7,19 +7,19 @@ al. 2020, Table 2.1), PaLM (Chowdhery et al. 2022, Table 1).
 """
 from dataclasses import dataclass
 
-from .kv_cache import kv_cache_bytes_per_token
+from ..kv_cache import kv_cache_bytes_per_token
 
 
 @dataclass(frozen=True)
 class AttentionConfig:
-    """The sizes that decide a model's KV cache. head_dim comes from the config, not always d_model / n_heads."""
+    """The sizes that decide a model's KV cache. d_head comes from the config, not always d_model / n_heads."""
 
     name: str
     n_layers: int
     d_model: int
     n_heads: int
     n_kv_heads: int
-    head_dim: int
+    d_head: int
 
     @property
     def variant(self):
@@ -27,7 +27,7 @@ class AttentionConfig:
 
     def cache_bytes_per_token(self, bytes_per_element=2):
         """Bytes of K and V one token takes in the cache of the whole model (default fp16)."""
-        return kv_cache_bytes_per_token(self.n_layers, self.n_kv_heads, self.head_dim, bytes_per_element)
+        return kv_cache_bytes_per_token(self.n_layers, self.n_kv_heads, self.d_head, bytes_per_element)
 
 
 MODELS = [
@@ -57,7 +57,7 @@ def kv_cache_table(context=4096, bytes_per_element=2):
     rows = []
     for m in MODELS:
         per_token = m.cache_bytes_per_token(bytes_per_element)
-        as_mha = kv_cache_bytes_per_token(m.n_layers, m.n_heads, m.head_dim, bytes_per_element)
+        as_mha = kv_cache_bytes_per_token(m.n_layers, m.n_heads, m.d_head, bytes_per_element)
         rows.append({"model": m.name, "variant": m.variant, "n_heads": m.n_heads, "n_kv_heads": m.n_kv_heads,
                      "per_token": per_token, "at_context": per_token * context, "as_mha_at_context": as_mha * context})
     return rows

@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-from .attention_layer import GroupedQueryAttention
+from ..attention_layer import GroupedQueryAttention
 
 
 def previous_two(generator, batch_size=128, vocab_size=32, length=8):

@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention_layer import GroupedQueryAttention
-from .pretrained import BertConfig, read_tokenizer, read_weights
-from .validation import require_rank
+from ..attention_layer import GroupedQueryAttention
+from ..validation import require_rank
+from .loader import BertConfig, read_tokenizer, read_weights
 
 
 class EncoderOutput(NamedTuple):
@@ -54,8 +54,8 @@ class BertEncoder(nn.Module):
         self.embedding_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.n_layers))
 
-    def forward(self, ids, padding=None, need_weights=False) -> EncoderOutput:
-        """ids: token ids (B, L); padding: boolean (B, L), True = a real token (default: all real).
+    def forward(self, ids, is_real=None, need_weights=False) -> EncoderOutput:
+        """ids: token ids (B, L); is_real: boolean (B, L), True = a real token (default: all real).
 
         Every sentence is segment 0. Padding keys are masked out; padding queries still get (unused) outputs.
         """
@@ -63,13 +63,13 @@ class BertEncoder(nn.Module):
         B, L = ids.shape
         if L > self.config.max_len:
             raise ValueError(f"ids has L={L} tokens, more than max_len={self.config.max_len}")
-        if padding is not None and padding.shape != ids.shape:
-            raise ValueError(f"padding must have the shape of ids {tuple(ids.shape)}, got {tuple(padding.shape)}")
+        if is_real is not None and is_real.shape != ids.shape:
+            raise ValueError(f"is_real must have the shape of ids {tuple(ids.shape)}, got {tuple(is_real.shape)}")
         positions = torch.arange(L, device=ids.device)
         segments = torch.zeros_like(ids)
         x = self.token_embedding(ids) + self.position_embedding(positions) + self.segment_embedding(segments)
         x = self.embedding_norm(x)  # (B, L, d_model)
-        mask = None if padding is None else padding[:, None, None, :]  # (B, 1, 1, L): keys that may be attended to
+        mask = None if is_real is None else is_real[:, None, None, :]  # (B, 1, 1, L): keys that may be attended to
         hidden, weights = [x], []
         for layer in self.layers:
             x, w = layer(x, mask, need_weights)
@@ -78,20 +78,20 @@ class BertEncoder(nn.Module):
         return EncoderOutput(torch.stack(hidden), torch.stack(weights) if need_weights else None)
 
 
-def mean_pool(hidden, padding):
+def mean_pool(hidden, is_real):
     """Mean of each sentence's hidden states over its real tokens: (B, L, d_model), (B, L) -> (B, d_model)."""
     require_rank("hidden", hidden, 3, "B, L, d_model")
-    if padding.shape != hidden.shape[:2]:
-        raise ValueError(f"padding must have shape (B, L) = {tuple(hidden.shape[:2])}, got {tuple(padding.shape)}")
-    keep = padding.to(hidden.dtype)[..., None]  # (B, L, 1): 1 for a real token, 0 for padding
+    if is_real.shape != hidden.shape[:2]:
+        raise ValueError(f"is_real must have shape (B, L) = {tuple(hidden.shape[:2])}, got {tuple(is_real.shape)}")
+    keep = is_real.to(hidden.dtype)[..., None]  # (B, L, 1): 1 for a real token, 0 for padding
     return (hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1e-9)
 
 
 @torch.no_grad()
-def sentence_embeddings(encoder, ids, padding):
+def sentence_embeddings(encoder, ids, is_real):
     """Unit-length sentence embeddings, shape (B, d_model): mean pooling of the last layer, then L2 normalising."""
-    last = encoder(ids, padding).hidden_states[-1]  # (B, L, d_model)
-    return F.normalize(mean_pool(last, padding), p=2, dim=-1)
+    last = encoder(ids, is_real).hidden_states[-1]  # (B, L, d_model)
+    return F.normalize(mean_pool(last, is_real), p=2, dim=-1)
 
 
 def hf_names(n_layers) -> dict[str, str]:
@@ -133,7 +133,7 @@ def load_hf_weights(encoder, weights):
 
 def load_bert(folder):
     """A ``BertEncoder`` (in eval mode) with the weights of ``folder``, and the folder's tokenizer."""
-    from .pretrained import check_folder
+    from .loader import check_folder
 
     folder = check_folder(folder)
     encoder = BertEncoder(BertConfig.from_json(folder / "config.json"))

@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import TqdmWarning
 
+from .measure import threads as cpu_threads
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", TqdmWarning)  # without ipywidgets, fall back to a text bar quietly
     from tqdm.auto import tqdm
@@ -30,12 +32,8 @@ def train(model, make_batch, steps, lr=3e-3, seed=0, desc="training", progress=T
 
     The same seeds, model and data give the same losses on the same machine.
     """
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with cpu_threads(threads):
         return _train(model, make_batch, steps, lr, seed, desc, progress, callback, every)
-    finally:
-        torch.set_num_threads(previous_threads)
 
 
 def _train(model, make_batch, steps, lr, seed, desc, progress, callback, every):
@@ -61,6 +59,17 @@ def _train(model, make_batch, steps, lr, seed, desc, progress, callback, every):
 
 
 @torch.no_grad()
+@torch.no_grad()
+def lm_loss(model, tokens, targets, head_mask=None):
+    """Cross-entropy of a TinyTransformer on (tokens, targets), both (B, L), as a float.
+
+    Targets equal to -100 are left out, as in training. head_mask: (n_layers, n_heads) of 1 (keep) and 0 (switch
+    the head off), or None for the whole model (chapter 4's ablation switches heads off).
+    """
+    logits = model(tokens, head_mask=head_mask)  # (B, L, vocab_size)
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten()).item()
+
+
 def accuracy(model, inputs, targets):
     """Fraction of positions where the model's most likely class is the target."""
     return (model(inputs).argmax(dim=-1) == targets).float().mean().item()
@@ -68,5 +77,5 @@ def accuracy(model, inputs, targets):
 
 def smoothed(losses, half_window=10):
     """A centred moving average of a loss history: entry i averages losses[i - half_window : i + half_window + 1]."""
-    return [sum(losses[max(0, i - half_window):i + half_window + 1]) / len(losses[max(0, i - half_window):i + half_window + 1])
-            for i in range(len(losses))]
+    windows = [losses[max(0, i - half_window):i + half_window + 1] for i in range(len(losses))]
+    return [sum(window) / len(window) for window in windows]

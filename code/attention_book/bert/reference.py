@@ -30,7 +30,7 @@ def load_reference(folder):
 
 
 @torch.no_grad()
-def reference_outputs(model, ids, padding) -> ReferenceOutput:
-    """Run the reference on token ids (B, L) with padding (B, L), True = a real token."""
-    out = model(input_ids=ids, attention_mask=padding.long(), output_hidden_states=True, output_attentions=True)
+def reference_outputs(model, ids, is_real) -> ReferenceOutput:
+    """Run the reference on token ids (B, L) with is_real (B, L), True = a real token."""
+    out = model(input_ids=ids, attention_mask=is_real.long(), output_hidden_states=True, output_attentions=True)
     return ReferenceOutput(torch.stack(out.hidden_states), torch.stack(out.attentions))

@@ -7,7 +7,7 @@ Each function returns the matplotlib Figure. Boxes are ``FancyBboxPatch`` object
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from .validation import require_divisible, require_positive
+from ..validation import require_divisible, require_positive
 
 _COLOURS = {"input": "#e8e8e8", "proj": "#cfe2f3", "head": "#fce5cd", "kv-head": "#d9ead3",
             "concat": "#ead1dc", "output": "#e8e8e8", "shape": "#f3f3f3"}
@@ -61,7 +61,7 @@ def draw_mha_flow(n_heads=4, d_model=None, max_shown=5):
     _box(ax, centre, 4.6, 4.2, 0.55, "linear projections\nQ = X W_Q,  K = X W_K,  V = X W_V", "proj")
     _arrow(ax, (centre, 5.35), (centre, 4.875))
     xs = [width * (i + 0.5) / len(heads) for i in range(len(heads))]
-    for x, head in zip(xs, heads):
+    for x, head in zip(xs, heads, strict=True):
         if head is None:
             ax.text(x, 3.3, "...", ha="center", va="center", fontsize=14)
             continue
@@ -114,7 +114,7 @@ def draw_mha_shapes(d_model=512, n_heads=8, batch="B", length="L"):
     steps = mha_shape_steps(d_model, n_heads, batch, length)
     letters = _steps("B", "L", "S", "h", "d_head", "d_model")
     fig, ax = plt.subplots(figsize=(8.0, 0.75 * len(steps) + 0.6))
-    for i, ((op, shape), (_, letter_shape)) in enumerate(zip(steps, letters)):
+    for i, ((op, shape), (_, letter_shape)) in enumerate(zip(steps, letters, strict=True)):
         y = len(steps) - i - 1
         text = f"({', '.join(letter_shape)})  =  ({', '.join(str(s) for s in shape)})"
         _box(ax, 5.6, y, 4.4, 0.5, text, "shape")

@@ -1,4 +1,4 @@
-"""The decode benchmark runs and prints one JSON object per configuration (its timings are not asserted)."""
+"""The benchmarks run and print one JSON object per configuration (their timings are not asserted)."""
 import json
 import subprocess
 import sys
@@ -14,3 +14,12 @@ def test_json_output_has_the_documented_keys():
     keys = {"h", "g", "S", "ms_per_step", "gb_per_s", "bandwidth_fraction", "speedup_vs_mha"}
     assert all(set(row) == keys for row in rows)
     assert rows[0]["speedup_vs_mha"] == 1.0 and all(row["ms_per_step"] > 0 for row in rows)
+
+
+def test_prefill_benchmark_prints_the_fast_path_ratio():
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "prefill.py"), "--json", "--lengths", "16",
+                             "--kv-heads", "8", "1"], capture_output=True, text=True, check=True, timeout=300)
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["g"] for row in rows] == [8, 1]
+    assert all(set(row) == {"d_model", "h", "g", "L", "is_causal_ms", "mask_ms", "speedup"} for row in rows)
+    assert all(row["is_causal_ms"] > 0 and row["mask_ms"] > 0 for row in rows)

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import torch
 
-from .ablation import masked_loss
-from .convert import convert_to_gqa
-from .kv_cache import kv_cache_bytes_per_token
+from ..convert import convert_to_gqa
+from ..kv_cache import kv_cache_bytes_per_token
+from ..tiny_transformer import TinyTransformer, TinyTransformerConfig
 from .measure import one_thread
 from .tasks import repeated_sequence
-from .tiny_transformer import TinyTransformer, TinyTransformerConfig
-from .training import train
+from .training import lm_loss, train
 
 CONFIG = TinyTransformerConfig(vocab_size=16, max_len=16, d_model=32, n_layers=2, n_heads=8, mlp=False)
 LR = 1e-2  # chapter 4's learning rate, for pretraining and uptraining alike
@@ -55,7 +54,7 @@ def probe_batch():
 def probe_loss(model):
     """The cross-entropy of ``model`` on the probe batch, on one thread."""
     with one_thread():
-        return masked_loss(model, *probe_batch())
+        return lm_loss(model, *probe_batch())
 
 
 def pretrain(seed, steps=PRETRAIN_STEPS, progress=False):
@@ -84,7 +83,7 @@ def convert_and_uptrain(model, n_kv_heads, init, checkpoints=UPTRAIN_STEPS):
 
     def measure(step):
         if step in checkpoints:
-            losses[step] = masked_loss(converted, tokens, targets)
+            losses[step] = lm_loss(converted, tokens, targets)
 
     every = math.gcd(*checkpoints) or 1
     train(converted, task_batch, max(checkpoints), lr=LR, seed=UPTRAIN_SEED, desc="uptraining", progress=False,

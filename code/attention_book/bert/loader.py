@@ -85,12 +85,12 @@ def read_tokenizer(folder):
 class Batch:
     """Tokenised sentences, padded on the right to the longest.
 
-    ids: token ids, shape (B, L). padding: boolean (B, L), True = a real token, False = padding.
+    ids: token ids, shape (B, L). is_real: boolean (B, L), True = a real token, False = padding.
     tokens: each sentence's token strings, without padding (lists of different lengths).
     """
 
     ids: torch.Tensor
-    padding: torch.Tensor
+    is_real: torch.Tensor
     tokens: list[list[str]]
 
 
@@ -103,8 +103,8 @@ def tokenize(tokenizer, sentences, pad_id=0, max_len=512) -> Batch:
     if L > max_len:
         raise ValueError(f"a sentence has {L} tokens, more than the model's max_len={max_len}")
     ids = torch.full((len(encodings), L), pad_id, dtype=torch.long)
-    padding = torch.zeros(len(encodings), L, dtype=torch.bool)
+    is_real = torch.zeros(len(encodings), L, dtype=torch.bool)
     for b, e in enumerate(encodings):
         ids[b, :len(e.ids)] = torch.tensor(e.ids)
-        padding[b, :len(e.ids)] = True
-    return Batch(ids, padding, [e.tokens for e in encodings])
+        is_real[b, :len(e.ids)] = True
+    return Batch(ids, is_real, [e.tokens for e in encodings])

@@ -7,7 +7,7 @@ query puts on the key the kind of head would pick, so it lies in [0, 1] and a pe
 """
 import torch
 
-from .validation import require_rank
+from ..validation import require_rank
 
 
 def previous_token_score(weights):
@@ -98,16 +98,16 @@ def weight_on(weights, targets, queries=None):
     return (on_targets * counted[:, None]).sum(dim=(-3, -1)) / counted.sum()
 
 
-def offset_targets(padding, offset):
+def offset_targets(is_real, offset):
     """Targets for ``weight_on``: query i looks for key i + offset, when both are real tokens.
 
-    padding: boolean (B, L), True = a real token. offset: -1 for the previous token, +1 for the next one.
+    is_real: boolean (B, L), True = a real token. offset: -1 for the previous token, +1 for the next one.
     Returns a boolean (B, L, L).
     """
-    require_rank("padding", padding, 2, "B, L")
-    position = torch.arange(padding.shape[1], device=padding.device)
+    require_rank("is_real", is_real, 2, "B, L")
+    position = torch.arange(is_real.shape[1], device=is_real.device)
     shifted = position[None, :] == position[:, None] + offset  # (L, L): key j = query i + offset
-    return shifted & padding[:, :, None] & padding[:, None, :]
+    return shifted & is_real[:, :, None] & is_real[:, None, :]
 
 
 def attention_entropy(weights, queries=None):

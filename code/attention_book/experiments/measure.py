@@ -1,0 +1,68 @@
+"""Timing helpers for the chapters and benchmarks: a robust median, the machine's memory read bandwidth, and
+a way to run code on a given number of CPU threads, and the compute rate of a matrix product."""
+import time
+from contextlib import contextmanager
+
+import torch
+
+
+def median_seconds(fn, min_total=0.3, min_runs=5):
+    """Median wall time of fn(), after one warm-up call, repeated until min_total seconds and min_runs runs."""
+    fn()
+    times = []
+    while len(times) < min_runs or sum(times) < min_total:
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def best_seconds(fn, runs=7):
+    """The fastest of ``runs`` timed calls of fn(), after one warm-up call: what the machine can do at best, for a
+    ceiling (a median would count the moments when the system lends the core to someone else)."""
+    fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def read_bandwidth(n_bytes=512 * 2**20):
+    """Bytes per second this machine reads from memory, measured by summing an n_bytes fp32 tensor (best of 7).
+
+    Summing does one addition per 4 bytes read, so it is limited by how fast memory delivers the data.
+    """
+    x = torch.ones(n_bytes // 4)
+    return n_bytes / best_seconds(lambda: x.sum())
+
+
+@contextmanager
+def threads(n):
+    """Run the body of the ``with`` on ``n`` CPU threads, then restore the previous number of threads."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def one_thread():
+    """``with one_thread():`` runs its body on one CPU thread, then restores the previous number.
+
+    One thread adds sums in the same order on every run, so results repeat exactly; and on a busy machine a
+    small kernel on one thread is not left waiting for a second thread that the system has paused.
+    """
+    return threads(1)
+
+
+def compute_rate(n=1024):
+    """Floating-point operations per second this machine does in an (n, n) @ (n, n) fp32 matrix product (best of 7).
+
+    A large product does about n FLOPs per number it reads, so it is limited by arithmetic, not memory: this is
+    the compute ceiling of the roofline model, as ``read_bandwidth`` is its memory ceiling.
+    """
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2 * n**3 / best_seconds(lambda: a @ b)
