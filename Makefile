@@ -18,12 +18,12 @@ book: $(INSTALLED)
 
 ## make test: unit tests, nbval over every chapter, drift, setup cells, student versions, exercises,
 ## the instructor guide's tables, the simulated Colab runs (marker colab), the book build, and the site in
-## headless Chromium (installed with apt when /usr/bin/chromium is missing); then nbval again over the chapters
-## under another CPU's numerics (scripts/numerics.py: default kernels, MKL's compatible path, one thread)
+## headless Chromium (installed with apt when /usr/bin/chromium is missing). nbval checks the chapters twice:
+## natively over book/, and in the simulated Colab run, which runs each chapter under another CPU's numerics
+## (default kernels, MKL's compatible path, one thread) and compares every output with the stored one
 test: lint
 	@test -x /usr/bin/chromium || test -x "$${CHROMIUM:-/nonexistent}" || scripts/install_chromium.sh
 	$(PY) -m pytest
-	$(PY) scripts/numerics.py --book default-1
 
 ## make test-numerics: nbval over book/ and student/ under every numerics configuration this CPU can run
 ## (kernels: default, avx2, avx512; 1 and 2 threads)

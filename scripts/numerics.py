@@ -1,7 +1,7 @@
 """Run nbval over the chapters (and their student versions) under other CPUs' numerics.
 
     python scripts/numerics.py                  # the whole matrix, book/ and student/ (make test-numerics)
-    python scripts/numerics.py --book default-1 # one configuration, the chapters only (make test runs this)
+    python scripts/numerics.py --book default-1 # one configuration, the chapters only
     python scripts/numerics.py --list           # the configurations this CPU can run
 
 PyTorch picks its CPU kernels by instruction set (ATEN_CPU_CAPABILITY) and MKL picks its own code path

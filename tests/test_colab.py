@@ -10,8 +10,12 @@
 - One kernel per chapter covers both versions: the chapter runs top to bottom, and just before each exercise cell
   the student version's stub and its check run first. Each such check must fail with CheckFailed saying what to
   write (shown without a traceback); then the chapter's solution and the same check must pass. (The student file
-  is exactly the chapter with those stubs, tests/test_student.py; nbval runs it top to bottom under foreign
-  numerics, scripts/numerics.py.)
+  is exactly the chapter with those stubs, tests/test_student.py; make test-numerics runs it through nbval.)
+- The kernel runs under another CPU's numerics (scripts/numerics.py's default-1: PyTorch's default kernels, MKL's
+  compatible path, one thread), and every cell's output is compared with the stored one by nbval's rules (streams
+  coalesced; images, metadata and execution counts left out; cells marked NBVAL_IGNORE_OUTPUT or NBVAL_SKIP not
+  compared). So this run is also make test's second nbval pass over every chapter, under foreign numerics; the
+  first is nbval itself, natively, over book/.
 - torch's version and file are the same before and after: the setup cell never reinstalls it.
 
 Slow (minutes: a kernel and a pip install per notebook). Fast run: ``pytest -m "not colab"``; ``make test``
@@ -24,20 +28,26 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from datetime import datetime
 
 import nbformat
 import pytest
 from conftest import COLAB_TIMES, ROOT, chapter_paths
 from nbclient import NotebookClient
+from nbval.plugin import coalesce_streams, transform_streams_for_comparison
 
 from exercises import has_solution
+from numerics import configurations
 from setup_cell import SOURCE_VARIABLE, first_code_cell, pip_extras
 from student import student_path
 
 pytestmark = pytest.mark.colab
 
 VENV = ROOT / ".venv-colab"
+NUMERICS = "default-1"  # the foreign numerics the simulated Colab kernel runs under (scripts/numerics.py)
+NOT_COMPARED = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count", "image/png",
+                "image/jpeg", "application/vnd.jupyter.widget-view+json"}  # nbval's defaults
 PREINSTALLED = ["torch", "numpy", "matplotlib", "tqdm", "ipykernel"]
 KERNEL = "colab-simulated"
 
@@ -112,7 +122,7 @@ def kernel(colab_python, tmp_path_factory):
     (spec / "kernel.json").write_text(json.dumps({
         "argv": [str(colab_python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Colab (simulated)", "language": "python",
-        "env": {SOURCE_VARIABLE: str(source)},
+        "env": {SOURCE_VARIABLE: str(source), **configurations()[NUMERICS]},
     }))
     saved = {name: os.environ.pop(name, None) for name in ("PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_PATH")}
     os.environ["JUPYTER_PATH"] = str(base / "jupyter")
@@ -139,6 +149,26 @@ def errors_of(cell):
 
 
 STUB_TAG = "student-stub"  # cells of the student version that the simulation runs before the chapter's own
+
+
+def compared(cell):
+    """Whether nbval compares this stored cell's output: an executed code cell without an NBVAL marker."""
+    return (cell.cell_type == "code" and cell.execution_count is not None
+            and "NBVAL_IGNORE_OUTPUT" not in cell.source and "NBVAL_SKIP" not in cell.source)
+
+
+def comparable(outputs):
+    """A cell's outputs as nbval compares them: each kept key (stdout, text/plain, ename, ...) -> its values."""
+    flat = defaultdict(list)
+    for out in transform_streams_for_comparison(coalesce_streams(copy.deepcopy(outputs))):
+        for key, value in out.items():
+            if key == "data":
+                for mime, data in value.items():
+                    if mime not in NOT_COMPARED:
+                        flat[mime].append(data)
+            elif key not in NOT_COMPARED:
+                flat[key].append(value)
+    return dict(flat)
 
 
 def with_student_stubs(chapter, student):
@@ -229,5 +259,22 @@ def test_chapter_and_its_student_version_run_alone_in_colab(colab_python, kernel
             stubs_checked += 1
         else:
             assert errors_of(cell) == [], f"{chapter.name}: cell {index} raised: {errors_of(cell)}"
-    expected = sum(has_solution(c.source) for c in nbformat.read(chapter, as_version=4).cells)
-    assert stubs_checked == expected
+    stored = nbformat.read(chapter, as_version=4).cells
+    assert stubs_checked == sum(has_solution(c.source) for c in stored)
+    ran = {cell.id: cell for cell in nb.cells}
+    differ = [index for index, cell in enumerate(stored)
+              if compared(cell) and comparable(ran[cell.id].outputs) != comparable(cell.outputs)]
+    assert differ == [], (f"{chapter.name}: under {NUMERICS} numerics, cells {differ} print other outputs than "
+                          f"the stored ones; the first: {comparable(ran[stored[differ[0]].id].outputs)} "
+                          f"against {comparable(stored[differ[0]].outputs)}" if differ else "")
+
+
+def test_the_comparison_sees_a_changed_digit_and_ignores_what_nbval_ignores():
+    stored = [nbformat.v4.new_output("stream", name="stdout", text="loss 0.019\n"),
+              nbformat.v4.new_output("display_data", data={"image/png": "AAA", "text/plain": "<Figure>"})]
+    same = [nbformat.v4.new_output("stream", name="stdout", text="loss "),
+            nbformat.v4.new_output("stream", name="stdout", text="0.019\n"),
+            nbformat.v4.new_output("display_data", data={"image/png": "BBB", "text/plain": "<Figure>"})]
+    other = copy.deepcopy(same)
+    other[1].text = "0.001\n"
+    assert comparable(same) == comparable(stored) != comparable(other)
