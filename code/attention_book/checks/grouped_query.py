@@ -37,7 +37,7 @@ def check_repeat_kv(fn):
 def check_folded_gqa(fn):
     """fn(q (B, h, L, d), k, v (B, g, S, d)) -> (B, h, L, d) by folding each group's query heads into L.
 
-    Tried on 4 random inputs, MHA and MQA included; compared with attention_book.grouped_query_sdpa.
+    Tried on 4 random inputs, MHA and MQA included; compared with attention_book.grouped_sdpa.grouped_query_sdpa.
     """
     task = ("reshape q to (B, g, (h // g) * L, d), run F.scaled_dot_product_attention against k and v, "
             "and reshape back to (B, h, L, d).")

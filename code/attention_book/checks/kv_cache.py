@@ -15,7 +15,7 @@ def check_kv_bytes_per_token(fn):
     """fn(n_layers, n_kv_heads, d_head, bytes_per_element) -> bytes of K and V cached per token.
 
     Tried on 5 real models (Llama 2 7B and 70B, Llama 3 8B, Falcon 7B, Gemma 2B) in fp16 and fp32; compared with
-    attention_book.kv_cache_bytes_per_token.
+    attention_book.kv_cache.kv_cache_bytes_per_token.
     """
     task = "count the numbers stored per token (keys and values, every layer, every K/V head) times their size."
     for name, n_layers, g, d_head in MODELS:
@@ -53,7 +53,7 @@ def check_max_context(fn):
     """fn(memory_bytes, n_layers, n_kv_heads, d_head, bytes_per_element, batch) -> longest context that fits.
 
     Tried on 4 memory budgets and models; compared with the memory divided by the batch's cache bytes per token
-    (attention_book.kv_cache_bytes_per_token).
+    (attention_book.kv_cache.kv_cache_bytes_per_token).
     """
     task = "divide the memory by the bytes one token takes for the whole batch, rounding down."
     cases = [(16 * 2**30, "Llama 2 7B", 2, 1), (16 * 2**30, "Llama 3 8B", 2, 1), (80 * 2**30, "Llama 2 70B", 2, 8),

@@ -34,7 +34,7 @@ def check_pool_projection(fn):
 
     Tried on 4 seeded random weights, (n_heads, n_kv_heads, d_head, d_model) = (8, 4, 4, 32), (8, 1, 2, 6),
     (6, 3, 5, 7) and (4, 4, 3, 5), MHA and MQA included; compared with the mean pooling of
-    attention_book.convert_to_gqa.
+    attention_book.convert.convert_to_gqa.
     """
     task = ("view the rows as (n_kv_heads, n_heads // n_kv_heads, d_head, d_model) and average over the second "
             "dimension.")
@@ -51,7 +51,7 @@ def check_converted_attention(fn):
     """fn(q (B, h, L, d), k, v (B, h, S, d), n_kv_heads) -> (B, h, L, d), attention after mean-pooling K and V.
 
     Tried on 4 seeded random inputs with (n_heads, n_kv_heads) = (8, 2), (4, 1), (6, 3) and (4, 4); compared with
-    attention_book.grouped_query_sdpa on the group means of K and V.
+    attention_book.grouped_sdpa.grouped_query_sdpa on the group means of K and V.
     """
     task = ("average k and v over each group of n_heads // n_kv_heads contiguous heads, giving (B, n_kv_heads, S, d), "
             "then let query head i attend with K/V head i // (n_heads // n_kv_heads).")

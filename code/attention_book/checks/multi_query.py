@@ -26,7 +26,7 @@ def check_mqa_param_count(fn):
 def check_mqa_attention(fn):
     """fn(q (B, h, L, d), k (B, 1, S, d), v (B, 1, S, d)) -> (B, h, L, d), without copying K and V per head.
 
-    Tried on 3 random inputs; compared with attention_book.grouped_query_sdpa.
+    Tried on 3 random inputs; compared with attention_book.grouped_sdpa.grouped_query_sdpa.
     """
     task = "compute softmax(q kᵀ / √d) v, letting the size-1 head dimension of k and v broadcast over the h heads."
     gen = torch.Generator().manual_seed(10)
@@ -43,7 +43,7 @@ def check_tokens_per_second_bound(fn):
 
     Tried on 5 models, machines and batch sizes; compared with the batch size times the bandwidth, divided by the
     bytes one step must read: the weights once for the whole batch, plus each sequence's cache
-    (attention_book.kv_cache_bytes_per_token).
+    (attention_book.kv_cache.kv_cache_bytes_per_token).
     """
     task = ("each step reads the weights once (n_params x bytes per element) and the cache of each of the batch's "
             "sequences once, and makes one token per sequence: "

@@ -27,7 +27,7 @@ def check_mean_pool(fn):
     """fn(hidden (B, L, d_model), is_real (B, L)) -> (B, d_model): the mean over each sentence's real tokens.
 
     Tried on 3 seeded random padded batches of shapes (1, 4, 3), (3, 6, 5) and (4, 9, 8), each with one unpadded
-    sentence; compared with attention_book.mean_pool.
+    sentence; compared with attention_book.bert.encoder.mean_pool.
     """
     task = "average hidden[b, i] over the positions i where is_real[b, i] is True, one vector per sentence."
     gen = torch.Generator().manual_seed(50)
@@ -43,7 +43,8 @@ def check_next_token_score(fn):
     """fn(weights (B, h, L, L), is_real (B, L)) -> (h,): mean weight from a real token to the next real token.
 
     Tried on a perfect next-token pattern (1, 1, 4, 4) and 2 seeded random padded weight tensors (2, 3, 6, 6) and
-    (4, 2, 9, 9); compared with attention_book.weight_on(weights, offset_targets(is_real, +1), is_real).
+    (4, 2, 9, 9); compared with attention_book.experiments.head_scores.weight_on(weights,
+    offset_targets(is_real, +1), is_real).
     """
     task = ("for every real token i whose next position i + 1 is also real, take weights[b, :, i, i + 1]; average "
             "over those queries and the batch, one number per head.")
@@ -66,7 +67,7 @@ def check_attention_entropy(fn):
     """fn(weights (B, h, L, L), is_real (B, L)) -> (h,): mean entropy in nats of the real queries' rows.
 
     Tried on one-hot and uniform weights over 5 keys and 2 seeded random padded weight tensors (2, 3, 6, 6) and
-    (3, 2, 8, 8); compared with attention_book.attention_entropy.
+    (3, 2, 8, 8); compared with attention_book.experiments.head_scores.attention_entropy.
     """
     task = ("compute -sum_j w log w for each real query's row (0 log 0 = 0), and average over real queries and the "
             "batch.")
@@ -89,8 +90,8 @@ def check_gqa_similarity(fn):
     """fn(encoder, ids, is_real, n_kv_heads) -> (B,): cosine of each sentence's embedding before and after pooling.
 
     Tried on a seeded random 2-layer, 6-head encoder and a padded batch of 3 sentences, pooled to n_kv_heads = 6, 3
-    and 1; compared with the cosine of attention_book.sentence_embeddings before and after
-    attention_book.convert_to_gqa.
+    and 1; compared with the cosine of attention_book.bert.encoder.sentence_embeddings before and after
+    attention_book.convert.convert_to_gqa.
     """
     task = ("convert the encoder with convert_to_gqa(encoder, n_kv_heads), embed the batch with both models, and "
             "return the cosine similarity of each sentence's two embeddings.")

@@ -18,7 +18,7 @@ def check_previous_token_score(fn):
     """fn(weights (B, h, L, L)) -> (h,): mean weight from position i to i - 1, over i >= 1 and the batch.
 
     Tried on a perfect previous-token pattern and 2 random causal weight tensors; compared with
-    attention_book.previous_token_score.
+    attention_book.experiments.head_scores.previous_token_score.
     """
     task = "average weights[:, :, i, i - 1] over i = 1 .. L - 1 and over the batch, keeping one number per head."
     gen = torch.Generator().manual_seed(6)
@@ -38,7 +38,7 @@ def check_induction_score(fn):
     """fn(weights (B, h, L, L), tokens (B, L)) -> (h,): mean weight on the position after the earlier occurrence.
 
     Tried on 2 random batches of repeated sequences with random causal weights; compared with
-    attention_book.induction_score.
+    attention_book.experiments.head_scores.induction_score.
     """
     task = ("for each query whose token occurred earlier at j, take the weight on key j + 1; average over those "
             "queries and the batch, one number per head.")
@@ -55,7 +55,8 @@ def check_induction_score(fn):
 def check_ablation(fn):
     """fn(model, tokens, targets, layer, head) -> the rise in loss when that one head is switched off.
 
-    Tried on each of the 4 heads of a small random 2-layer model; compared with attention_book.ablation_losses.
+    Tried on each of the 4 heads of a small random 2-layer model; compared with
+    attention_book.experiments.ablation.ablation_losses.
     """
     task = "compute the loss with head_mask all ones except a 0 at [layer, head], minus the loss of the whole model."
     with torch.random.fork_rng():
