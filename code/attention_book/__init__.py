@@ -1,7 +1,8 @@
 """attention_book: the code that the book *Attention, Head by Head* builds and runs.
 
-Importing this package loads only torch and the attention code. Plotting (``attention_book.figures.plotting``)
-and the exercise checks (``attention_book.checks``) are imported only when you use them.
+Importing this package loads only torch and the attention library, the modules at this level. The subpackages
+are imported only when you use them: ``bert`` (a real pretrained encoder; the ``real`` extra), ``experiments`` (what
+the chapters measure with), ``figures`` (matplotlib) and ``checks`` (the exercises' checks).
 """
 from .attention_layer import GroupedQueryAttention
 from .kv_cache import KVCache

@@ -107,7 +107,7 @@ class GroupedQueryAttention(nn.Module):
                 raise ValueError(f"{name} has last dimension {t.shape[-1]} but the layer has d_model={self.d_model}")
             if t.dtype != weight.dtype and not torch.is_autocast_enabled(t.device.type):
                 raise ValueError(f"{name} has dtype {t.dtype} but the layer's weights are {weight.dtype}: "
-                                 f"convert one of them (x.to({weight.dtype}) or layer.to({t.dtype}))")
+                                 f"convert one of them ({name}.to({weight.dtype}) or layer.to({t.dtype}))")
         if kv.shape[0] != x.shape[0]:
             raise ValueError(f"x and kv must have the same batch size B, got {x.shape[0]} and {kv.shape[0]}")
         return x.shape[0], x.shape[1], kv.shape[1]
