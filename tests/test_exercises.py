@@ -92,3 +92,60 @@ def test_stub_replaces_only_the_solution_region():
 def test_markdown_solutions_become_your_answer_here():
     source = "Why?\n\n### BEGIN SOLUTION\nBecause.\n### END SOLUTION\n"
     assert stub_solutions(source, "markdown") == "Why?\n\nYOUR ANSWER HERE\n"
+
+
+def solutions(nb, name):
+    """Run the chapter's import cell and its exercise cells (the model solutions): their namespace."""
+    namespace = {"__name__": "__chapter__"}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and (cell is import_cell(nb) or "exercise" in cell.metadata.get("tags", [])):
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(cell.source, f"{name}[{index}]", "exec"), namespace)
+            plt.close("all")
+    return namespace
+
+
+# How big an input of numbers is, for the checks that pass no tensors (the others: the numbers in their tensors and
+# modules' parameters, attention_book.checks._compare._size).
+SIZE_OF_NUMBERS = {
+    "check_causal_mask": lambda L, S: L * S,
+    "check_sinusoidal": lambda L, d_model: L * d_model,
+    "check_weights_bytes": lambda B, h, L, S, dtype: B * h * L * S,
+    "check_param_count": lambda d_model, h, g, bias: d_model,
+    "check_kv_bytes_per_token": lambda n_layers, g, d_head, b: n_layers * g * d_head,
+    "check_max_context": lambda memory, *model: memory,
+    "check_mqa_param_count": lambda d_model, h: d_model,
+    "check_tokens_per_second_bound": lambda bandwidth, n_params, *rest: n_params,
+    "check_kv_head_of": lambda i, h, g: h,
+    "check_group_members": lambda j, h, g: h,
+    "check_cache_bytes": lambda n_layers, g, d_head, n_tokens, b, window: n_layers * g * d_head * b * n_tokens,
+    "check_roofline_seconds": lambda g, S, d_head, b, bandwidth: g * S * d_head * b,
+    "check_pareto_front": lambda points: len(points),
+}
+
+
+@pytest.mark.parametrize("path", chapters_with_exercises, ids=lambda p: p.name)
+def test_checks_try_the_smallest_inputs_first(path):
+    """So that the first failure a check reports is on the smallest input that shows it: the inputs a check passes
+    to the solution never grow smaller from one call to the next."""
+    import re
+
+    import attention_book.checks as checks
+    from attention_book.checks._compare import _size
+
+    chapter = nbformat.read(path, as_version=4)
+    namespace = solutions(chapter, path.name)
+    pairs = [pair for c in chapter.cells if "exercise-check" in c.metadata.get("tags", [])
+             for pair in re.findall(r"checks\.(check_\w+)\((\w+)", c.source)]
+    for check, written in pairs:
+        sizes, size, solution = [], SIZE_OF_NUMBERS.get(check, _size), namespace[written]
+
+        def recorder(*args):
+            sizes.append(size(*args))
+            return solution(*args)
+
+        recorder.__name__ = written
+        with contextlib.redirect_stdout(io.StringIO()) as shown:
+            getattr(checks, check)(recorder)
+        assert shown.getvalue().startswith("✓ "), f"{check} fails on the solution: {shown.getvalue()}"
+        assert sizes == sorted(sizes) and sizes[-1] > 0, f"{check} tries inputs of sizes {sizes}, not smallest first"

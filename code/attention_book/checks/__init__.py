@@ -1,10 +1,12 @@
 """Automatic checks for the chapters' exercises, one module per chapter.
 
-Each check calls the learner's function on several seeded random inputs and compares the result with
-the package's own implementation (or PyTorch's). On a mismatch it raises ``CheckFailed`` saying which
-input it tried, what it expected and what came back; on an unwritten stub it says what to implement.
+Each check calls the learner's function on several seeded random inputs, smallest first, and compares the result
+with the package's own implementation (or PyTorch's). On a mismatch it raises ``CheckFailed`` saying which input it
+tried, what it expected and what came back, and names the likely mistake where it recognises one; on an unwritten
+stub it says what the function must return, not how. ``hint(name)`` prints how, for the exercise whose function is
+called ``name``: ``checks.hint("stable_softmax")``.
 """
-from ._compare import CheckFailed
+from ._compare import CheckFailed, hint
 from .grouped_query import check_folded_gqa, check_kv_head_of, check_repeat_kv
 from .kv_cache import check_decode_with_cache, check_kv_bytes_per_token, check_max_context
 from .multi_head import check_merge_heads, check_param_count, check_split_heads, check_to_torch_mha
@@ -18,7 +20,7 @@ from .tradeoffs import check_cache_bytes, check_pareto_front, check_roofline_sec
 from .what_heads_learn import check_ablation, check_induction_score, check_previous_token_score
 
 __all__ = [
-    "CheckFailed",
+    "CheckFailed", "hint",
     "check_attention", "check_causal_mask", "check_stable_softmax",
     "check_self_attention", "check_sinusoidal", "check_weights_bytes",
     "check_merge_heads", "check_param_count", "check_split_heads", "check_to_torch_mha",

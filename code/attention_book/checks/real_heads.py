@@ -6,7 +6,7 @@ from ..bert.encoder import BertEncoder, mean_pool, sentence_embeddings
 from ..convert import convert_to_gqa
 from ..experiments.head_scores import attention_entropy, offset_targets, weight_on
 from ..bert.loader import BertConfig
-from ._compare import CheckFailed, _call, _compare
+from ._compare import CheckFailed, _call, _compare, _exercise
 
 
 def _padded_batch(generator, B, L, d):
@@ -23,22 +23,34 @@ def _padded_weights(generator, B, h, L, sharpness):
     return weights, is_real  # (B, h, L, L): padding keys get no weight
 
 
+@_exercise("my_mean_pool",
+           task="given hidden (B, L, d_model) and is_real (B, L), True for a real token and False for padding, return "
+                "(B, d_model): each sentence's mean hidden vector over its real tokens only.",
+           hint="Turn is_real into a (B, L, 1) float weight (is_real[..., None].float()), multiply hidden by it and "
+                "sum over L (dimension 1), then divide by the number of real tokens, the weight's sum over L.")
 def check_mean_pool(fn):
     """fn(hidden (B, L, d_model), is_real (B, L)) -> (B, d_model): the mean over each sentence's real tokens.
 
     Tried on 3 seeded random padded batches of shapes (1, 4, 3), (3, 6, 5) and (4, 9, 8), each with one unpadded
     sentence; compared with attention_book.bert.encoder.mean_pool.
     """
-    task = "average hidden[b, i] over the positions i where is_real[b, i] is True, one vector per sentence."
     gen = torch.Generator().manual_seed(50)
-    for B, L, d in [(1, 4, 3), (3, 6, 5), (4, 9, 8)]:
+    for B, L, d in [(1, 4, 3), (3, 6, 5), (4, 9, 8)]:  # the smallest first
         hidden, is_real = _padded_batch(gen, B, L, d)
         _compare("your mean pooling", f"hidden {(B, L, d)} with sentence lengths {is_real.sum(1).tolist()}",
-                 mean_pool(hidden, is_real), _call(fn, (hidden, is_real), task),
+                 mean_pool(hidden, is_real), _call(fn, (hidden, is_real), "my_mean_pool"),
                  hint="padding positions must count neither in the sum nor in the number you divide by")
     print("✓ your mean pooling matches the package's on 3 padded batches.")
 
 
+@_exercise("my_next_token_score",
+           task="given weights (B, h, L, L) and is_real (B, L), True for real tokens, return a tensor (h,): for each "
+                "head, the mean weight that a real token puts on the next position when that position is a real "
+                "token too, over those queries and the batch (other queries do not count).",
+           hint="The weight from i to i + 1 sits just above the diagonal: weights.diagonal(offset=1, dim1=-2, "
+                "dim2=-1) is (B, h, L - 1). The queries that count are those where is_real[:, :-1] & "
+                "is_real[:, 1:]; zero the others (multiply by that mask as floats), sum over the batch and positions "
+                "and divide by the number of counted queries.")
 def check_next_token_score(fn):
     """fn(weights (B, h, L, L), is_real (B, L)) -> (h,): mean weight from a real token to the next real token.
 
@@ -46,8 +58,6 @@ def check_next_token_score(fn):
     (4, 2, 9, 9); compared with attention_book.experiments.head_scores.weight_on(weights,
     offset_targets(is_real, +1), is_real).
     """
-    task = ("for every real token i whose next position i + 1 is also real, take weights[b, :, i, i + 1]; average "
-            "over those queries and the batch, one number per head.")
     gen = torch.Generator().manual_seed(51)
     perfect = torch.zeros(1, 1, 4, 4)
     perfect[0, 0, torch.arange(3), torch.arange(1, 4)] = 1.0
@@ -56,21 +66,27 @@ def check_next_token_score(fn):
     for B, h, L, s in [(2, 3, 6, 1.0), (4, 2, 9, 3.0)]:
         weights, is_real = _padded_weights(gen, B, h, L, s)
         cases.append((f"padded weights {(B, h, L, L)}, lengths {is_real.sum(1).tolist()}", weights, is_real))
-    for tried, weights, is_real in cases:
+    for tried, weights, is_real in cases:  # the smallest first
         expected = weight_on(weights, offset_targets(is_real, +1), is_real)
-        _compare("your next-token score", tried, expected, _call(fn, (weights, is_real), task),
+        _compare("your next-token score", tried, expected, _call(fn, (weights, is_real), "my_next_token_score"),
                  hint="the last real token has no next token, and padding queries do not count")
     print(f"✓ your next-token score matches the package's on {len(cases)} patterns, a perfect one included.")
 
 
+@_exercise("my_attention_entropy",
+           task="given weights (B, h, L, L) and is_real (B, L), True for real tokens, return a tensor (h,): for each "
+                "head, the mean entropy in nats of the real queries' rows of weights, over those queries and the "
+                "batch (padding queries do not count; a weight of exactly 0 adds nothing to the entropy).",
+           hint="A row's entropy is -sum_j w_j log w_j. A weight of 0 gives 0 * log 0 = 0 * -inf = NaN, so compute "
+                "the terms with torch.where(weights > 0, -weights * weights.log(), 0) (or clamp the weights before "
+                "the log). Sum over the keys (the last dimension), then average over the real queries with is_real "
+                "as a float (B, 1, L) weight: sum over dimensions 0 and 2 divided by the number of real queries.")
 def check_attention_entropy(fn):
     """fn(weights (B, h, L, L), is_real (B, L)) -> (h,): mean entropy in nats of the real queries' rows.
 
     Tried on one-hot and uniform weights over 5 keys and 2 seeded random padded weight tensors (2, 3, 6, 6) and
     (3, 2, 8, 8); compared with attention_book.experiments.head_scores.attention_entropy.
     """
-    task = ("compute -sum_j w log w for each real query's row (0 log 0 = 0), and average over real queries and the "
-            "batch.")
     gen = torch.Generator().manual_seed(52)
     one_hot = torch.eye(5)[None, None]  # every query on one key: entropy 0
     uniform = torch.full((1, 1, 5, 5), 1 / 5)  # entropy log 5
@@ -79,13 +95,20 @@ def check_attention_entropy(fn):
     for B, h, L, s in [(2, 3, 6, 1.0), (3, 2, 8, 4.0)]:
         weights, is_real = _padded_weights(gen, B, h, L, s)
         cases.append((f"padded weights {(B, h, L, L)}, lengths {is_real.sum(1).tolist()}", weights, is_real))
-    for tried, weights, is_real in cases:
+    for tried, weights, is_real in cases:  # the smallest first
         _compare("your attention entropy", tried, attention_entropy(weights, is_real),
-                 _call(fn, (weights, is_real), task),
+                 _call(fn, (weights, is_real), "my_attention_entropy"),
                  hint="a weight of exactly 0 gives 0 * log 0 = NaN unless you clamp or mask it")
     print(f"✓ your entropy matches the package's on {len(cases)} patterns, one-hot and uniform included.")
 
 
+@_exercise("my_gqa_similarity",
+           task="given an encoder, ids and is_real (B, L) and n_kv_heads, return a tensor (B,): for each sentence, the "
+                "cosine similarity of its embedding by the encoder and by a copy of the encoder converted to "
+                "n_kv_heads mean-pooled K/V heads; the encoder itself must not change.",
+           hint="convert_to_gqa(encoder, n_kv_heads) returns a converted copy (its default init is the mean). "
+                "sentence_embeddings(model, ids, is_real) gives each sentence's embedding, (B, d_model), for the "
+                "original and the converted model; F.cosine_similarity(before, after, dim=-1) compares them.")
 def check_gqa_similarity(fn):
     """fn(encoder, ids, is_real, n_kv_heads) -> (B,): cosine of each sentence's embedding before and after pooling.
 
@@ -93,8 +116,6 @@ def check_gqa_similarity(fn):
     and 1; compared with the cosine of attention_book.bert.encoder.sentence_embeddings before and after
     attention_book.convert.convert_to_gqa.
     """
-    task = ("convert the encoder with convert_to_gqa(encoder, n_kv_heads), embed the batch with both models, and "
-            "return the cosine similarity of each sentence's two embeddings.")
     config = BertConfig(vocab_size=40, d_model=24, n_layers=2, n_heads=6, d_ff=48, max_len=16)
     with torch.random.fork_rng():
         torch.manual_seed(53)
@@ -106,7 +127,7 @@ def check_gqa_similarity(fn):
     for n_kv_heads in (6, 3, 1):
         after = sentence_embeddings(convert_to_gqa(encoder, n_kv_heads), ids, is_real)
         expected = F.cosine_similarity(before, after, dim=-1)
-        got = _call(fn, (encoder, ids, is_real, n_kv_heads), task)
+        got = _call(fn, (encoder, ids, is_real, n_kv_heads), "my_gqa_similarity")
         _compare("your similarity", f"a random 2-layer, 6-head encoder pooled to n_kv_heads={n_kv_heads}",
                  expected, got, hint="use convert_to_gqa's default init ('mean'), and sentence_embeddings for both")
     if encoder.layers[0].attention.n_kv_heads != config.n_heads:

@@ -1,21 +1,27 @@
 """Checks for chapter 10's exercises: a cache with a sliding window, the roofline time, the Pareto front."""
-from ._compare import CheckFailed, _call
+from ._compare import CheckFailed, _call, _exercise
 
 
+@_exercise("cache_bytes",
+           task="return the bytes (an int) of one sequence's whole K/V cache after n_tokens tokens, for a model with "
+                "n_layers, n_kv_heads, d_head at bytes_per_element bytes per number; window=None caches every token, "
+                "a sliding window of `window` tokens keeps only the most recent ones.",
+           hint="A token costs 2 * n_layers * n_kv_heads * d_head * bytes_per_element bytes (keys and values). "
+                "Multiply by the number of cached tokens: n_tokens without a window, min(n_tokens, window) with one "
+                "(a context shorter than the window is cached whole).")
 def check_cache_bytes(fn):
     """fn(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_element, window) -> bytes of the whole KV cache.
 
     Tried on 6 models and contexts (MHA, GQA, MQA; fp16 and fp32), 3 of them with a 4,096-token window, one shorter
     than it; compared with 2 x n_layers x n_kv_heads x d_head x bytes x min(n_tokens, window).
     """
-    task = ("2 x n_layers x n_kv_heads x d_head x bytes_per_element per cached token; with a window, "
-            "only the last `window` tokens are cached.")
-    cases = [(32, 32, 128, 4096, 2, None), (32, 8, 128, 4096, 2, None), (32, 8, 128, 32_768, 2, 4096),
-             (32, 8, 128, 1000, 2, 4096), (6, 1, 128, 8192, 4, None), (80, 8, 128, 4096, 2, 4096)]
+    # the smallest model and context (n_layers x n_kv_heads x d_head x bytes x n_tokens) first
+    cases = [(6, 1, 128, 8192, 4, None), (32, 8, 128, 1000, 2, 4096), (32, 8, 128, 4096, 2, None),
+             (80, 8, 128, 4096, 2, 4096), (32, 32, 128, 4096, 2, None), (32, 8, 128, 32_768, 2, 4096)]
     for n_layers, g, d_head, n_tokens, b, window in cases:
         cached = n_tokens if window is None else min(n_tokens, window)
         expected = 2 * n_layers * g * d_head * b * cached
-        got = _call(fn, (n_layers, g, d_head, n_tokens, b, window), task)
+        got = _call(fn, (n_layers, g, d_head, n_tokens, b, window), "cache_bytes")
         if got != expected:
             raise CheckFailed(f"n_layers={n_layers}, n_kv_heads={g}, d_head={d_head}, n_tokens={n_tokens:,}, "
                               f"bytes_per_element={b}, window={window}: expected {expected:,} bytes, got {got!r}"
@@ -23,17 +29,23 @@ def check_cache_bytes(fn):
     print(f"✓ cache_bytes is right for {len(cases)} cases, with and without a sliding window.")
 
 
+@_exercise("roofline_seconds",
+           task="return the least time in seconds (a float) that one decode step of one layer's attention can take "
+                "on a machine that reads `bandwidth` bytes per second, when the step is limited by reading that "
+                "layer's K/V cache of S tokens (n_kv_heads heads of size d_head, bytes_per_element bytes each).",
+           hint="The step must read every cached key and value once: 2 * n_kv_heads * S * d_head * "
+                "bytes_per_element bytes. At `bandwidth` bytes per second that takes bytes / bandwidth seconds.")
 def check_roofline_seconds(fn):
     """fn(n_kv_heads, S, d_head, bytes_per_element, bandwidth) -> the fastest one decode step's attention can be.
 
     Tried on 4 caches and bandwidths (n_kv_heads = 8, 1, 4, 2; 20 GB/s to 1 TB/s, and a tiny one at 1 B/s);
     compared with 2 x n_kv_heads x S x d_head x bytes / bandwidth, to a relative 1e-9.
     """
-    task = "the bytes of K and V a step must read (2 x n_kv_heads x S x d_head x bytes), divided by the bandwidth."
-    for g, S, d, b, bandwidth in [(8, 16_384, 128, 4, 20e9), (1, 16_384, 128, 4, 20e9), (4, 1000, 64, 2, 1e12),
-                                  (2, 7, 3, 4, 1.0)]:
+    # the smallest cache first
+    for g, S, d, b, bandwidth in [(2, 7, 3, 4, 1.0), (4, 1000, 64, 2, 1e12), (1, 16_384, 128, 4, 20e9),
+                                  (8, 16_384, 128, 4, 20e9)]:
         expected = 2 * g * S * d * b / bandwidth
-        got = _call(fn, (g, S, d, b, bandwidth), task)
+        got = _call(fn, (g, S, d, b, bandwidth), "roofline_seconds")
         if not isinstance(got, (int, float)) or abs(got - expected) > 1e-9 * expected:
             raise CheckFailed(f"n_kv_heads={g}, S={S:,}, d_head={d}, bytes_per_element={b}, bandwidth={bandwidth:g} "
                               f"B/s: expected {expected:.6g} s, got {got!r}")
@@ -44,20 +56,26 @@ def _pareto(points):
     return sorted(p for p in points if not any(q[0] <= p[0] and q[1] <= p[1] and q != p for q in points))
 
 
+@_exercise("pareto_front",
+           task="given a list of (bytes, loss) points, return the list of the points that no other point beats on "
+                "both, sorted by bytes: a point is left out when a different point has bytes and loss both no larger "
+                "than its own.",
+           hint="For each point p, look for a point q != p with q[0] <= p[0] and q[1] <= p[1]; keep p if there is "
+                "none (any() over the points), then sort what is kept. A faster way: sort by (bytes, loss) and walk "
+                "the list, keeping a point only when its loss is below every loss kept so far.")
 def check_pareto_front(fn):
     """fn(points: list of (bytes, loss)) -> the points no other point beats on both, sorted by bytes.
 
     Tried on 4 sets of (bytes, loss) points: unsorted, with ties in bytes, a single point, and one where the
     largest cache has the lowest loss; compared with a brute-force front that drops every dominated point.
     """
-    task = "keep a point unless another point has fewer or equal bytes and a lower or equal loss (and differs)."
-    cases = [[(512, 0.01), (256, 0.03), (128, 1.9), (64, 2.7)],
-             [(512, 0.01), (256, 0.5), (256, 0.03), (128, 0.04), (64, 2.7), (64, 3.0)],
-             [(100, 1.0)],
-             [(64, 0.5), (128, 0.6), (256, 0.7), (512, 0.01)]]
+    cases = [[(100, 1.0)],
+             [(512, 0.01), (256, 0.03), (128, 1.9), (64, 2.7)],
+             [(64, 0.5), (128, 0.6), (256, 0.7), (512, 0.01)],
+             [(512, 0.01), (256, 0.5), (256, 0.03), (128, 0.04), (64, 2.7), (64, 3.0)]]  # the fewest points first
     for points in cases:
         expected = _pareto(points)
-        got = _call(fn, (list(points),), task)
+        got = _call(fn, (list(points),), "pareto_front")
         try:
             same = [tuple(p) for p in got] == expected
         except TypeError:  # None, a number, points that are not pairs

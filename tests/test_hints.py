@@ -1,0 +1,223 @@
+"""Exercises without spoilers: a stub is told what its function must return, never how; the method is a hint that
+the learner asks for with checks.hint(name); a wrong answer that makes a common mistake is told which one."""
+import math
+import re
+
+import attention_book.checks as checks
+import nbformat
+import pytest
+import torch
+from attention_book.checks import CheckFailed
+from attention_book.masks import causal_mask
+from conftest import chapter_paths
+
+ALL_CHECKS = [getattr(checks, name) for name in checks.__all__ if name.startswith("check_")]
+
+# What a stub's message must not say, per check: the key expressions of the solution. Compared case-insensitively,
+# a fragment that starts or ends with a letter as a whole word there ("max" is not found in "softmax").
+FORBIDDEN = {
+    "check_stable_softmax": ["maximum", "max", "subtract", "shift"],
+    "check_causal_mask": ["tril", "triu", "arange", "S - L", "<="],
+    "check_attention": ["softmax", "masked_fill", "-inf", "√d", "@", "transpose", "~mask"],
+    "check_self_attention": ["x @ W_q", "@", "softmax", "scaled_dot_product_attention("],
+    "check_sinusoidal": ["10000", "sin(", "cos(", "2i / d_model", "arange", "0::2"],
+    "check_weights_bytes": ["B * h * L * S", "finfo", "element_size", "bits", "multiply"],
+    "check_split_heads": ["view", "transpose", "reshape", "permute", "swap", "move", "slices"],
+    "check_merge_heads": ["transpose", "reshape", "view", "permute", "swap", "move"],
+    "check_param_count": ["Q, K, V and O", "add up", "n_kv_heads * d_head", "d_model * d_model", "2 *"],
+    "check_to_torch_mha": ["in_proj_weight", "in_proj_bias", "copy", "stack", "torch.cat", "out_proj"],
+    "check_previous_token_score": ["diagonal", "arange", "offset", "weights[:, :, i, i - 1]", "mean(dim"],
+    "check_induction_score": ["tril", "tokens[:, :, None]", "shift", "j + 1", "any("],
+    "check_ablation": ["head_mask", "cross_entropy", "minus", "flatten", "no_grad"],
+    "check_mean_pool": ["sum(", "[..., None]", "float()", "multiply", "divide"],
+    "check_next_token_score": ["diagonal", "offset", "is_real[:, :-1]", "weights[b, :, i, i + 1]", "&"],
+    "check_attention_entropy": ["log w", "-sum", "torch.where", "clamp", "nan_to_num", "0 log 0"],
+    "check_gqa_similarity": ["convert_to_gqa(", "sentence_embeddings", "cosine_similarity(", "F."],
+    "check_kv_bytes_per_token": ["2 *", "2 x", "factor", "keys and values", "times"],
+    "check_decode_with_cache": ["new_cache", "cache=cache", "is_causal", "x[:, t:t + 1]", "torch.cat"],
+    "check_max_context": ["//", "divide", "rounding", "kv_bytes_per_token", "2 *"],
+    "check_mqa_param_count": ["d_model x d_head", "W_k", "d_model // n_heads", "add the biases"],
+    "check_mqa_attention": ["broadcast", "softmax", "transpose", "expand", "@", "√d"],
+    "check_tokens_per_second_bound": ["/ (", "weight bytes +", "batch x bandwidth", "n_params x", "once"],
+    "check_kv_head_of": ["//", "group", "consecutive", "block", "divide"],
+    "check_repeat_kv": ["repeat_interleave(", "in a row", "expand", "n_heads // g", "[0, 0, 1, 1]"],
+    "check_folded_gqa": ["reshape", "(h // g) * L", "scaled_dot_product_attention", "fold", "stack"],
+    "check_group_members": ["j * (", "range(", "contiguous", "n_heads // n_kv_heads", "consecutive"],
+    "check_pool_projection": ["view", "unflatten", "reshape", "mean(dim", "second dimension"],
+    "check_converted_attention": ["unflatten", "i // (", "enable_gqa", "scaled_dot_product_attention", "average k"],
+    "check_cache_bytes": ["2 x", "2 *", "min(", "multiply"],
+    "check_roofline_seconds": ["divided by", "2 x", "2 *", "/ bandwidth"],
+    "check_pareto_front": ["sorted(", "so far", "any(", "walk", "q[0]"],
+}
+
+
+def stub(*args):
+    raise NotImplementedError("write your answer here")
+
+
+def stub_message(check):
+    with pytest.raises(CheckFailed) as error:
+        check(stub)
+    return str(error.value)
+
+
+def exercises_in_the_book():
+    """(check name, the name of the function the learner writes) for every check cell of every chapter."""
+    pairs = []
+    for path in chapter_paths():
+        for cell in nbformat.read(path, as_version=4).cells:
+            if "exercise-check" in cell.metadata.get("tags", []):
+                pairs += re.findall(r"checks\.(check_\w+)\((\w+)", cell.source)
+    return pairs
+
+
+def test_every_check_has_a_table_of_forbidden_fragments():
+    assert set(FORBIDDEN) == {check.__name__ for check in ALL_CHECKS}
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+def test_a_stub_is_told_the_contract_not_the_method(check):
+    message = stub_message(check)
+    task = message.split("not written yet: ", 1)[1]
+    pointer = f' (checks.hint("{check.exercise}") gives a hint)'
+    assert task.endswith(pointer), message
+    contract = task.removesuffix(pointer)
+    assert len(contract) > 20, message
+    for fragment in FORBIDDEN[check.__name__]:
+        pattern = (r"(?<!\w)" if fragment[0].isalnum() else "") + re.escape(fragment) + (
+            r"(?!\w)" if fragment[-1].isalnum() else "")
+        assert not re.search(pattern, contract, re.IGNORECASE), (
+            f"{check.__name__}'s stub message gives away {fragment!r}: {contract}")
+
+
+def test_each_check_is_named_after_the_function_the_book_asks_for():
+    pairs = exercises_in_the_book()
+    assert {check for check, _ in pairs} == {check.__name__ for check in ALL_CHECKS}
+    for check, written in pairs:
+        assert getattr(checks, check).exercise == written, f"{check} is for {written}"
+
+
+@pytest.mark.parametrize("name", sorted(written for _, written in exercises_in_the_book()))
+def test_hint_prints_the_method_of_every_exercise(name, capsys):
+    assert checks.hint(name) is None
+    shown = capsys.readouterr().out
+    assert shown.startswith(f"Hint for {name}: ") and len(shown) > 60, shown
+
+
+def test_hint_takes_the_function_itself(capsys):
+    def stable_softmax(x):
+        raise NotImplementedError
+
+    checks.hint(stable_softmax)
+    assert capsys.readouterr().out.startswith("Hint for stable_softmax: ")
+
+
+def test_hint_on_an_unknown_name_lists_the_known_ones():
+    with pytest.raises(ValueError, match="no exercise is called 'softmax'") as error:
+        checks.hint("softmax")
+    for _, written in exercises_in_the_book():
+        assert written in str(error.value)
+
+
+def test_hints_are_not_printed_by_default(capsys):
+    with pytest.raises(CheckFailed):
+        checks.check_stable_softmax(stub)
+    assert capsys.readouterr().out == ""
+
+
+# Wrong answers that make a common mistake: (check, the mistaken function, what the message must name).
+def merge_without_transpose(x):
+    B, h, L, d = x.shape
+    return x.reshape(B, L, h * d)
+
+
+def split_without_transpose(x, n_heads):
+    B, L, d_model = x.shape
+    return x.reshape(B, n_heads, L, d_model // n_heads)
+
+
+def inverted_mask(L, S):
+    return ~causal_mask(L, S)
+
+
+def top_left_mask(L, S):
+    return torch.ones(L, S, dtype=torch.bool).tril()
+
+
+def inverted_top_left_mask(L, S):
+    return ~torch.ones(L, S, dtype=torch.bool).tril()
+
+
+def attention_with_mask_not_inverted(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))  # fills where the query MAY attend
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def attention_unscaled(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def self_attention_unscaled(x, W_q, W_k, W_v):
+    weights = torch.softmax((x @ W_q) @ (x @ W_k).transpose(-2, -1), dim=-1)
+    return weights @ (x @ W_v), weights
+
+
+def naive_softmax(x):
+    return x.exp() / x.exp().sum(dim=-1, keepdim=True)
+
+
+def kv_head_round_robin(query_head, n_heads, n_kv_heads):
+    return query_head % n_kv_heads
+
+
+def repeat_kv_tiled(k, n_heads):
+    return k.repeat(1, n_heads // k.shape[1], 1, 1)
+
+
+MISTAKES = [
+    (checks.check_merge_heads, merge_without_transpose, "without moving the head dimension after L"),
+    (checks.check_split_heads, split_without_transpose, "straight to (B, h, L, d_head)"),
+    (checks.check_causal_mask, inverted_mask, "the mask is inverted: True must mean"),
+    (checks.check_causal_mask, top_left_mask, "the mask is aligned top-left"),
+    # wrong both ways: (1, 1), the smallest input, shows the polarity first
+    (checks.check_causal_mask, inverted_top_left_mask, "the mask is inverted: True must mean"),
+    (checks.check_attention, attention_with_mask_not_inverted, "the mask is used the wrong way round"),
+    (checks.check_attention, attention_unscaled, "not scaled by 1/√d"),
+    (checks.check_self_attention, self_attention_unscaled, "not scaled by 1/√d_head"),
+    (checks.check_stable_softmax, naive_softmax, "exp overflows (to inf) or underflows (to 0)"),
+    (checks.check_kv_head_of, kv_head_round_robin, "round-robin"),
+    (checks.check_repeat_kv, repeat_kv_tiled, "tiled, [0, 1, 0, 1]"),
+]
+
+
+@pytest.mark.parametrize("check, mistaken, named", MISTAKES, ids=lambda m: getattr(m, "__name__", ""))
+def test_a_common_mistake_is_named(check, mistaken, named):
+    with pytest.raises(CheckFailed) as error:
+        check(mistaken)
+    message = str(error.value)
+    assert f"Likely mistake: {named}" in message or ("Likely mistake: " in message and named in message), message
+
+
+def test_a_mistake_is_shown_on_the_smallest_input_that_reveals_it():
+    with pytest.raises(CheckFailed, match=r"merge_heads on x \(1, 8, 4, 1\)"):
+        checks.check_merge_heads(merge_without_transpose)
+    with pytest.raises(CheckFailed, match="your causal mask on L=1, S=1:"):
+        checks.check_causal_mask(inverted_mask)
+    with pytest.raises(CheckFailed, match="your causal mask on L=1, S=6:"):  # (1, 1) cannot tell the alignments apart
+        checks.check_causal_mask(top_left_mask)
+
+
+def test_an_unrecognised_wrong_answer_names_no_mistake():
+    with pytest.raises(CheckFailed) as error:
+        checks.check_merge_heads(lambda x: torch.zeros(x.shape[0], x.shape[2], x.shape[1] * x.shape[3]))
+    assert "Likely mistake" not in str(error.value) and "expected" in str(error.value)
+    with pytest.raises(CheckFailed) as error:  # no mask at all: right on (1, 1) and (1, 6), wrong on (2, 7)
+        checks.check_causal_mask(lambda L, S: torch.ones(L, S, dtype=torch.bool))
+    assert "L=2, S=7" in str(error.value) and "Likely mistake" not in str(error.value), str(error.value)
