@@ -152,13 +152,14 @@ def exercise_convert_and_uptrain(shown, package):
     return shown(model, 2, "mean", (0, 2)), package(model, 2, "mean", (0, 2))
 
 
-def qkv(h=4, g=2, L=3, S=5, d=8):
-    return torch.randn(2, h, L, d), torch.randn(2, g, S, d), torch.randn(2, g, S, d)
+def on_qkv(shown, package, h=4, g=2, L=3, S=5, d=8):
+    """Both attention functions on the same q (2, h, L, d) and k, v (2, g, S, d)."""
+    q, k, v = torch.randn(2, h, L, d), torch.randn(2, g, S, d), torch.randn(2, g, S, d)
+    return shown(q, k, v), package(q, k, v)
 
 
 EXERCISES = {  # shown name -> fn(shown object, package object) -> (what the shown one gave, what the package gave)
-    "scaled_dot_product_attention": lambda shown, package: (lambda q, k, v: (shown(q, k, v), package(q, k, v)))(
-        *qkv(4, 4)),
+    "scaled_dot_product_attention": lambda shown, package: on_qkv(shown, package, h=4, g=4),
     "SelfAttentionHead": lambda shown, package: same_module_output(shown, package, lambda: (16, 8),
                                                                    lambda: (torch.ones(2, 5, 16).cumsum(1),)),
     "sinusoidal_positions": lambda shown, package: (shown(7, 16), package(7, 16)),
@@ -169,9 +170,9 @@ EXERCISES = {  # shown name -> fn(shown object, package object) -> (what the sho
     "TransformerBlock": exercise_transformer_block,
     "BertLayer": exercise_bert_layer,
     "KVCache": exercise_kv_cache,
-    "grouped_query_sdpa": lambda shown, package: (lambda q, k, v: (shown(q, k, v), package(q, k, v)))(*qkv()),
-    "gqa_by_repeating_kv": lambda shown, package: (lambda q, k, v: (shown(q, k, v), package(q, k, v)))(*qkv()),
-    "gqa_with_enable_gqa": lambda shown, package: (lambda q, k, v: (shown(q, k, v), package(q, k, v)))(*qkv()),
+    "grouped_query_sdpa": on_qkv,
+    "gqa_by_repeating_kv": on_qkv,
+    "gqa_with_enable_gqa": on_qkv,
     "pool_kv_heads": exercise_pool,
     "pretrain": exercise_pretrain,
     "convert_and_uptrain": exercise_convert_and_uptrain,

@@ -1,32 +1,32 @@
-"""Timing helpers for the chapters and benchmarks: a robust median, the machine's memory read bandwidth, and
-a way to run code on a given number of CPU threads, and the compute rate of a matrix product."""
+"""Timing helpers for the chapters and benchmarks: a robust median, the best of several runs, the machine's two
+ceilings (memory read bandwidth and the compute rate of a matrix product), and a way to run code on n CPU threads."""
 import time
 from contextlib import contextmanager
 
 import torch
 
 
-def median_seconds(fn, min_total=0.3, min_runs=5):
-    """Median wall time of fn(), after one warm-up call, repeated until min_total seconds and min_runs runs."""
+def _run_times(fn, enough):
+    """Wall times of fn() after one warm-up call, timed until ``enough(times)`` holds."""
     fn()
     times = []
-    while len(times) < min_runs or sum(times) < min_total:
+    while not enough(times):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
+    return times
+
+
+def median_seconds(fn, min_total=0.3, min_runs=5):
+    """Median wall time of fn(), after one warm-up call, repeated until min_total seconds and min_runs runs."""
+    times = sorted(_run_times(fn, lambda t: len(t) >= min_runs and sum(t) >= min_total))
+    return times[len(times) // 2]
 
 
 def best_seconds(fn, runs=7):
     """The fastest of ``runs`` timed calls of fn(), after one warm-up call: what the machine can do at best, for a
     ceiling (a median would count the moments when the system lends the core to someone else)."""
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(_run_times(fn, lambda t: len(t) >= runs))
 
 
 def read_bandwidth(n_bytes=512 * 2**20):
