@@ -1,5 +1,6 @@
 """Exercises without spoilers: a stub is told what its function must return, never how; the method is a hint that
 the learner asks for with checks.hint(name); a wrong answer that makes a common mistake is told which one."""
+import ast
 import math
 import re
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 from attention_book.checks import CheckFailed
 from attention_book.masks import causal_mask
-from conftest import chapter_paths
+from conftest import ROOT, chapter_paths
 
 ALL_CHECKS = [getattr(checks, name) for name in checks.__all__ if name.startswith("check_")]
 
@@ -51,6 +52,13 @@ FORBIDDEN = {
 }
 
 
+def gives_away(fragment, text):
+    """Whether ``text`` contains ``fragment`` (case-insensitively; as a whole word where it starts or ends with one)."""
+    pattern = (r"(?<!\w)" if fragment[0].isalnum() else "") + re.escape(fragment) + (
+        r"(?!\w)" if fragment[-1].isalnum() else "")
+    return re.search(pattern, text, re.IGNORECASE) is not None
+
+
 def stub(*args):
     raise NotImplementedError("write your answer here")
 
@@ -84,10 +92,7 @@ def test_a_stub_is_told_the_contract_not_the_method(check):
     contract = task.removesuffix(pointer)
     assert len(contract) > 20, message
     for fragment in FORBIDDEN[check.__name__]:
-        pattern = (r"(?<!\w)" if fragment[0].isalnum() else "") + re.escape(fragment) + (
-            r"(?!\w)" if fragment[-1].isalnum() else "")
-        assert not re.search(pattern, contract, re.IGNORECASE), (
-            f"{check.__name__}'s stub message gives away {fragment!r}: {contract}")
+        assert not gives_away(fragment, contract), f"{check.__name__}'s stub message gives away {fragment!r}"
 
 
 def test_each_check_is_named_after_the_function_the_book_asks_for():
@@ -169,6 +174,14 @@ def self_attention_unscaled(x, W_q, W_k, W_v):
     return weights @ (x @ W_v), weights
 
 
+def attention_softmax_over_queries(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-2)
+    return weights @ v, weights
+
+
 def naive_softmax(x):
     return x.exp() / x.exp().sum(dim=-1, keepdim=True)
 
@@ -190,6 +203,7 @@ MISTAKES = [
     (checks.check_causal_mask, inverted_top_left_mask, "the mask is inverted: True must mean"),
     (checks.check_attention, attention_with_mask_not_inverted, "the mask is used the wrong way round"),
     (checks.check_attention, attention_unscaled, "not scaled by 1/√d"),
+    (checks.check_attention, attention_softmax_over_queries, "the softmax runs over the queries"),
     (checks.check_self_attention, self_attention_unscaled, "not scaled by 1/√d_head"),
     (checks.check_stable_softmax, naive_softmax, "exp overflows (to inf) or underflows (to 0)"),
     (checks.check_kv_head_of, kv_head_round_robin, "round-robin"),
@@ -221,3 +235,34 @@ def test_an_unrecognised_wrong_answer_names_no_mistake():
     with pytest.raises(CheckFailed) as error:  # no mask at all: right on (1, 1) and (1, 6), wrong on (2, 7)
         checks.check_causal_mask(lambda L, S: torch.ones(L, S, dtype=torch.bool))
     assert "L=2, S=7" in str(error.value) and "Likely mistake" not in str(error.value), str(error.value)
+
+
+def generic_hints():
+    """(check name, source of the hint) for every hint a check passes to _compare: the line a wrong answer that
+    matches no known mistake is told."""
+    found = []
+    for path in sorted((ROOT / "code" / "attention_book" / "checks").glob("*.py")):
+        source = path.read_text()
+        for function in ast.parse(source).body:
+            if isinstance(function, ast.FunctionDef) and function.name.startswith("check_"):
+                for node in ast.walk(function):
+                    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_compare":
+                        hints = [k.value for k in node.keywords if k.arg == "hint"] or node.args[4:5]
+                        found += [(function.name, ast.get_source_segment(source, h)) for h in hints]
+    return found
+
+
+def test_the_checks_pass_hints_to_compare():
+    assert len(generic_hints()) >= 15
+
+
+@pytest.mark.parametrize("check, hint", generic_hints(), ids=lambda x: x if x.startswith("check_") else "")
+def test_a_wrong_answer_is_not_told_the_method(check, hint):
+    for fragment in FORBIDDEN[check]:
+        assert not gives_away(fragment, hint), f"{check}'s hint on a wrong answer gives away {fragment!r}: {hint}"
+
+
+def test_a_wrong_answer_is_pointed_to_the_hint():
+    with pytest.raises(CheckFailed, match=re.escape('checks.hint("split_heads") gives a hint')):
+        checks.check_split_heads(lambda x, n_heads: torch.zeros(x.shape[0], n_heads, x.shape[1],
+                                                                  x.shape[2] // n_heads))

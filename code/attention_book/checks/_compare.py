@@ -41,6 +41,13 @@ def hint(name):
     print(f"Hint for {key}: {EXERCISES[key][1]}")
 
 
+def _see_hint(exercise):
+    """What a wrong answer that matches no known mistake is told: where the method is, not the method itself."""
+    if exercise not in EXERCISES:
+        raise ValueError(f"no exercise is called {exercise!r}")
+    return f'checks.hint("{exercise}") gives a hint'
+
+
 def _describe(t):
     return f"tensor of shape {tuple(t.shape)}, dtype {t.dtype}" if isinstance(t, torch.Tensor) else repr(t)
 

@@ -2,7 +2,7 @@
 import torch
 
 from ..grouped_sdpa import grouped_query_sdpa
-from ._compare import CheckFailed, _call, _compare, _exercise, _size
+from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint, _size
 
 
 @_exercise("kv_head_of",
@@ -51,7 +51,7 @@ def check_repeat_kv(fn):
         tiled = ("the K/V heads come out tiled, [0, 1, 0, 1] (what Tensor.repeat does); query heads need each K/V "
                  "head's copies next to each other, [0, 0, 1, 1]", lambda: k.repeat(1, h // g, 1, 1))
         _compare("your repeat_kv", f"k {tuple(k.shape)}, n_heads={h}", k.repeat_interleave(h // g, dim=1),
-                 _call(fn, (k, h), "my_repeat_kv"), hint="head order matters: [0, 0, 1, 1], not [0, 1, 0, 1]",
+                 _call(fn, (k, h), "my_repeat_kv"), hint=_see_hint("my_repeat_kv"),
                  mistakes=[tiled])
     print("✓ your repeat_kv matches repeat_interleave on 3 inputs.")
 

@@ -4,7 +4,7 @@ import torch
 from ..attention_layer import GroupedQueryAttention
 from ..experiments.model_configs import MODELS as MODEL_TABLE
 from ..kv_cache import kv_cache_bytes_per_token
-from ._compare import CheckFailed, _call, _compare, _exercise
+from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
 
 # (name, n_layers, n_kv_heads, d_head) of five models of the package's table (MHA, GQA and MQA among them)
 MODELS = [(m.name, m.n_layers, m.n_kv_heads, m.d_head) for m in MODEL_TABLE
@@ -57,7 +57,7 @@ def check_decode_with_cache(fn):
             expected, _ = layer(x, is_causal=True)
             got = _call(fn, (layer, x), "decode_with_cache")
         _compare("your cached decoding", f"a layer with n_heads={h}, n_kv_heads={g}, x {tuple(x.shape)}", expected,
-                 got, hint="each step must see every earlier token: pass is_causal=True (bottom-right aligned)")
+                 got, hint=_see_hint("decode_with_cache"))
     print("✓ your cached decoding equals the full causal forward for MHA, GQA and MQA layers.")
 
 

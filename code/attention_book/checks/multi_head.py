@@ -3,7 +3,7 @@ import torch
 
 from ..attention_layer import GroupedQueryAttention
 from ..masks import causal_mask
-from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _size
+from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _see_hint, _size
 
 
 @_exercise("split_heads",
@@ -26,7 +26,7 @@ def check_split_heads(fn):
                         "each token's columns: head j must get columns j * d_head .. (j + 1) * d_head - 1 of every "
                         "token", lambda: x.reshape(B, h, L, d_model // h))
         _compare("split_heads", f"x {tuple(x.shape)}, n_heads={h}", expected, _call(fn, (x, h), "split_heads"),
-                 hint="view to (B, L, h, d_head) first, then swap the L and h dimensions", mistakes=[no_transpose])
+                 hint=_see_hint("split_heads"), mistakes=[no_transpose])
     print(f"✓ split_heads is right on {len(cases)} inputs, d_model from 8 to 30.")
 
 
@@ -51,7 +51,7 @@ def check_merge_heads(fn):
                         "dimension after L first, puts values of different tokens in one row",
                         lambda: x.reshape(B, L, h * d))
         _compare("merge_heads", f"x {tuple(x.shape)}", expected, _call(fn, (x,), "merge_heads"),
-                 hint="swap h and L back first; a plain reshape of (B, h, L, d_head) mixes up tokens",
+                 hint=_see_hint("merge_heads"),
                  mistakes=[no_transpose])
     print(f"✓ merge_heads is right on {len(cases)} inputs and undoes split_heads.")
 
@@ -112,5 +112,5 @@ def check_to_torch_mha(fn):
             raise CheckFailed(f"your nn.MultiheadAttention on x {tuple(x.shape)} with a (5, 5) causal mask "
                               f"raised: {error}\nHint: did you set batch_first=True?") from None
         _compare("your nn.MultiheadAttention", f"d_model={d_model}, n_heads={h}, x {tuple(x.shape)}, causal mask",
-                 expected.detach(), got, hint="did you set batch_first=True and copy the biases too?")
+                 expected.detach(), got, hint=_see_hint("my_to_torch_mha"))
     print("✓ your nn.MultiheadAttention computes the same outputs as the book's layer on 3 configurations.")

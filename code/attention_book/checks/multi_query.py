@@ -5,7 +5,7 @@ import torch
 from ..attention_layer import GroupedQueryAttention
 from ..grouped_sdpa import grouped_query_sdpa
 from ..kv_cache import kv_cache_bytes_per_token
-from ._compare import CheckFailed, _call, _compare, _exercise, _size
+from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint, _size
 
 
 @_exercise("mqa_param_count",
@@ -49,7 +49,7 @@ def check_mqa_attention(fn):
     for q, k, v in sorted(inputs, key=lambda qkv: _size(*qkv)):  # the smallest first
         _compare("your MQA attention", f"q {tuple(q.shape)}, k and v {tuple(k.shape)}", grouped_query_sdpa(q, k, v),
                  _call(fn, (q, k, v), "mqa_attention"),
-                 hint="q @ k.transpose(-2, -1) broadcasts (B, 1, d, S) over the h heads")
+                 hint=_see_hint("mqa_attention"))
     print("✓ your MQA attention matches grouped_query_sdpa on 3 inputs.")
 
 

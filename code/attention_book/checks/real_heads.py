@@ -39,7 +39,7 @@ def check_mean_pool(fn):
         hidden, is_real = _padded_batch(gen, B, L, d)
         _compare("your mean pooling", f"hidden {(B, L, d)} with sentence lengths {is_real.sum(1).tolist()}",
                  mean_pool(hidden, is_real), _call(fn, (hidden, is_real), "my_mean_pool"),
-                 hint="padding positions must count neither in the sum nor in the number you divide by")
+                 hint="padding positions must count neither in the sum nor in the number of tokens averaged")
     print("✓ your mean pooling matches the package's on 3 padded batches.")
 
 
@@ -98,7 +98,7 @@ def check_attention_entropy(fn):
     for tried, weights, is_real in cases:  # the smallest first
         _compare("your attention entropy", tried, attention_entropy(weights, is_real),
                  _call(fn, (weights, is_real), "my_attention_entropy"),
-                 hint="a weight of exactly 0 gives 0 * log 0 = NaN unless you clamp or mask it")
+                 hint="a weight of exactly 0 must add 0 to the entropy, not 0 * log 0 = NaN")
     print(f"✓ your entropy matches the package's on {len(cases)} patterns, one-hot and uniform included.")
 
 
@@ -129,7 +129,8 @@ def check_gqa_similarity(fn):
         expected = F.cosine_similarity(before, after, dim=-1)
         got = _call(fn, (encoder, ids, is_real, n_kv_heads), "my_gqa_similarity")
         _compare("your similarity", f"a random 2-layer, 6-head encoder pooled to n_kv_heads={n_kv_heads}",
-                 expected, got, hint="use convert_to_gqa's default init ('mean'), and sentence_embeddings for both")
+                 expected, got,
+                 hint="use convert_to_gqa's default init ('mean'), and embed both models' sentences the same way")
     if encoder.layers[0].attention.n_kv_heads != config.n_heads:
         raise CheckFailed("your function changed the encoder's config: convert a copy, leave the original alone")
     print("✓ your similarities match for n_kv_heads = 6, 3 and 1 on a small random encoder.")

@@ -3,7 +3,7 @@ import torch
 
 from ..positions import sinusoidal_positions
 from ..self_attention import SelfAttentionHead
-from ._compare import CheckFailed, _call, _compare, _describe, _exercise
+from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _see_hint
 
 
 @_exercise("self_attention",
@@ -33,9 +33,9 @@ def check_self_attention(fn):
             out, weights = head(x)
         q, k = x @ weights_t[0], x @ weights_t[1]
         unscaled = ("the scores are not scaled by 1/√d_head", lambda: torch.softmax(q @ k.transpose(-2, -1), -1))
-        _compare("your attention weights", tried, weights, result[1], "scale the scores by 1/√d_head",
+        _compare("your attention weights", tried, weights, result[1], _see_hint("self_attention"),
                  mistakes=[unscaled])
-        _compare("your self-attention output", tried, out, result[0], "out = weights @ (x @ W_v)")
+        _compare("your self-attention output", tried, out, result[0], _see_hint("self_attention"))
     print("✓ your self_attention matches attention_book.SelfAttentionHead on 3 inputs.")
 
 
@@ -55,7 +55,7 @@ def check_sinusoidal(fn):
     for L, d_model in [(1, 2), (6, 8), (10, 64), (50, 16)]:  # the smallest first
         _compare("your position encoding", f"L={L}, d_model={d_model}", sinusoidal_positions(L, d_model),
                  _call(fn, (L, d_model), "sinusoidal"),
-                 hint="column 2i is the sine and 2i + 1 the cosine; the exponent is 2i / d_model")
+                 hint=_see_hint("sinusoidal"))
     print("✓ your sinusoidal encoding matches attention_book.sinusoidal_positions for 4 sizes.")
 
 

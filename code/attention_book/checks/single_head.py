@@ -5,7 +5,7 @@ import torch
 
 from ..masks import causal_mask
 from ..sdpa import scaled_dot_product_attention
-from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _size
+from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _see_hint, _size
 
 
 @_exercise("stable_softmax",
@@ -34,7 +34,7 @@ def check_stable_softmax(fn):
                  "exp(x) / sum(exp(x)), which gives inf / inf or 0 / 0 = NaN here",
                  lambda: x.exp() / x.exp().sum(dim=-1, keepdim=True))
         _compare("stable_softmax", tried, torch.softmax(x, dim=-1), _call(fn, (x,), "stable_softmax"),
-                 hint="did you subtract each row's maximum before exp?", mistakes=[naive])
+                 hint=_see_hint("stable_softmax"), mistakes=[naive])
     print(f"✓ stable_softmax matches torch.softmax on {len(cases)} inputs, "
           "including values up to ±1000 and rows near -1000.")
 
@@ -103,9 +103,11 @@ def check_attention(fn):
             mistakes.append(("the mask is used the wrong way round: True means the query may attend to the key, so "
                              "the keys to leave out are those where the mask is False",
                              lambda: torch.softmax((scores / math.sqrt(d)).masked_fill(mask, float("-inf")), -1)))
-        hint = ("scale the scores by 1/√d; masked_fill fills where its mask is True, "
-                "so fill where the attention mask is False (~mask)")
-        _compare("your attention weights", tried, weights, result[1], hint, mistakes=mistakes)
-        _compare("your attention output", tried, out, result[0], "out = weights @ v")
+        mistakes.append(("the softmax runs over the queries (dim=-2): each query's weights must sum to 1 over "
+                         "the keys, the last dimension",
+                         lambda: torch.softmax((scores / math.sqrt(d)).masked_fill(
+                             ~mask, float("-inf")) if mask is not None else scores / math.sqrt(d), -2)))
+        _compare("your attention weights", tried, weights, result[1], _see_hint("my_attention"), mistakes=mistakes)
+        _compare("your attention output", tried, out, result[0], _see_hint("my_attention"))
     print(f"✓ your attention matches attention_book.scaled_dot_product_attention on {len(cases)} inputs, "
           "with and without masks.")

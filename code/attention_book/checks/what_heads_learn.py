@@ -6,7 +6,7 @@ from ..experiments.head_scores import induction_score, previous_token_score
 from ..masks import causal_mask
 from ..experiments.tasks import repeated_sequence
 from ..tiny_transformer import TinyTransformer, TinyTransformerConfig
-from ._compare import CheckFailed, _call, _compare, _exercise
+from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
 
 
 def _causal_weights(generator, B, h, L, sharpness):
@@ -37,7 +37,7 @@ def check_previous_token_score(fn):
     for tried, weights in cases:  # the smallest first
         _compare("your previous-token score", tried, previous_token_score(weights),
                  _call(fn, (weights,), "my_previous_token_score"),
-                 hint="the weight on i - 1 sits just below the diagonal: weights.diagonal(offset=-1, ...)")
+                 hint=_see_hint("my_previous_token_score"))
     print(f"✓ your previous-token score matches the package's on {len(cases)} patterns, a perfect one included.")
 
 
