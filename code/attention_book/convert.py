@@ -30,7 +30,7 @@ def pool_kv_heads(layer, n_kv_heads, init="mean", generator=None) -> GroupedQuer
 
     Args:
         layer: a ``GroupedQueryAttention`` or an ``nn.MultiheadAttention`` (copied with ``from_torch_mha``).
-        n_kv_heads: the new number of K/V heads, G. Must divide the layer's current number of K/V heads.
+        n_kv_heads: the new number of K/V heads, g. Must divide the layer's current number of K/V heads.
         init: ``"mean"``, ``"first"`` or ``"random"`` (see the module's docstring).
         generator: a ``torch.Generator`` for ``init="random"``, so that the result is reproducible.
 
@@ -63,7 +63,7 @@ def pool_kv_heads(layer, n_kv_heads, init="mean", generator=None) -> GroupedQuer
 def pool_heads(param, old_heads, new_heads, init, generator, fan_in):
     """Pool a K or V projection's weight (old_heads * d_head, d_model) or bias (old_heads * d_head,) into
     new_heads groups of consecutive heads: shape (new_heads * d_head, d_model) or (new_heads * d_head,)."""
-    grouped = param.unflatten(0, (new_heads, old_heads // new_heads, -1))  # (G, heads per group, d_head, ...)
+    grouped = param.unflatten(0, (new_heads, old_heads // new_heads, -1))  # (g, heads per group, d_head, ...)
     if init == "mean":
         pooled = grouped.mean(dim=1)
     elif init == "first":
