@@ -1,5 +1,5 @@
 # The two commands of the README. Both create .venv on first use and install requirements.txt into it.
-.PHONY: book test test-fast test-numerics lint execute setup-cells student course-map clean
+.PHONY: book test test-fast test-numerics lint execute setup-cells chapter-headers student course-map clean
 
 PYTHON ?= python3
 VENV := .venv
@@ -38,17 +38,24 @@ lint: $(INSTALLED)
 test-fast: $(INSTALLED)
 	$(PY) -m pytest -m "not colab"
 
-## make execute: re-run every chapter and store its outputs, then rewrite the student versions (which keep the
-## chapters' outputs) and the instructor guide's tables (then run make test twice)
+## make execute: re-run every chapter and store its outputs, then rewrite the chapters' headers (time estimates,
+## Colab links), the student versions (which keep the chapters' outputs) and the instructor guide's tables
+## (then run make test twice)
 execute: $(INSTALLED)
 	$(PY) scripts/setup_cell.py
 	$(PY) scripts/execute_notebooks.py
+	$(PY) scripts/chapter_header.py
 	$(PY) scripts/student.py
 	$(PY) scripts/course_map.py
 
 ## make student: write student/NN_*.ipynb (exercises stubbed) from book/NN_*.ipynb; commit them
 student: $(INSTALLED)
 	$(PY) scripts/student.py
+
+## make chapter-headers: rewrite each chapter's header (time estimate, Colab links, notation link), the link in its
+## Exercises section, and its metadata times and needs_chapters; then run make student and make course-map
+chapter-headers: $(INSTALLED)
+	$(PY) scripts/chapter_header.py
 
 ## make course-map: rewrite the course-map table in book/instructors.md from the chapters' metadata
 course-map: $(INSTALLED)

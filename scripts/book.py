@@ -10,9 +10,9 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def chapters() -> list[pathlib.Path]:
-    """The chapters, book/NN_name.ipynb, in order."""
-    return sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+def chapters(folder=ROOT / "book") -> list[pathlib.Path]:
+    """The chapters, book/NN_name.ipynb (or NN_name.ipynb in another folder, such as a copy of book/), in order."""
+    return sorted(pathlib.Path(folder).glob("[0-9][0-9]_*.ipynb"))
 
 
 def repository(config_path=ROOT / "_config.yml") -> dict:

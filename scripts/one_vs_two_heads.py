@@ -10,7 +10,7 @@ import argparse
 import torch
 
 from attention_book.experiments.training import train
-from attention_book.experiments.two_positions import OneLayer, previous_two
+from attention_book.experiments.two_positions import PreviousTwoModel, previous_two
 
 
 def main():
@@ -23,7 +23,7 @@ def main():
         row = []
         for n_heads in (1, 2):
             torch.manual_seed(seed)
-            model = OneLayer(n_heads)
+            model = PreviousTwoModel(n_heads)
             train(model, previous_two, steps=args.steps, lr=3e-3, seed=seed, progress=False)
             with torch.no_grad():
                 right = model(x_test).argmax(dim=-1) == y_test

@@ -105,6 +105,15 @@ def exercise_attention_layer(shown, package):
     return results
 
 
+def exercise_multi_head_attention(shown, package):
+    """Self- and cross-attention; plain, causal with a mask, with weights."""
+    x, kv, mask, results = torch.randn(2, 5, 16), torch.randn(2, 7, 16), torch.rand(2, 5, 5) < 0.8, ([], [])
+    for layer, found in zip((seeded(lambda: shown(16, 4)), seeded(lambda: package(16, 4))), results, strict=True):
+        with torch.no_grad():
+            found += [layer(x)[0], layer(x, mask=mask, is_causal=True)[0], *layer(x, kv, need_weights=True)]
+    return results
+
+
 def exercise_kv_cache(shown, package):
     k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)
     return [c.append(k, v) for c in (shown(1, 2, 4, 5), package(1, 2, 4, 5))]
@@ -126,9 +135,14 @@ def exercise_bert_layer(shown, package):
     return a[0], b[0]
 
 
-def exercise_one_layer(shown, package):
+def exercise_previous_two_model(shown, package):
     x = torch.randint(0, 32, (3, 8))
     return same_module_output(shown, package, lambda: (2,), lambda: (x,))
+
+
+def exercise_heads_side_by_side(shown, package):
+    x = torch.randn(3, 8, 16)
+    return same_module_output(shown, package, lambda: (16, 2, 8), lambda: (x,))
 
 
 def exercise_pool(shown, package):
@@ -152,6 +166,25 @@ def exercise_convert_and_uptrain(shown, package):
     return shown(model, 2, "mean", (0, 2)), package(model, 2, "mean", (0, 2))
 
 
+def exercise_generate(shown, package):
+    """Greedy generation with and without caches, on a small GQA model."""
+    from attention_book.tiny_transformer import TinyTransformer, TinyTransformerConfig
+    model = seeded(lambda: TinyTransformer(TinyTransformerConfig(vocab_size=8, max_len=9, d_model=16, n_layers=2,
+                                                                 n_heads=4, n_kv_heads=2)))
+    prompt = torch.randint(0, 8, (2, 3), generator=torch.Generator().manual_seed(0))
+    return [[fn(model, prompt, 5, use_cache) for use_cache in (True, False)] for fn in (shown, package)]
+
+
+def exercise_train(shown, package):
+    def copy_batch(generator):
+        x = torch.randint(0, 8, (4, 5), generator=generator)
+        return x, x
+
+    def model():
+        return torch.nn.Sequential(torch.nn.Embedding(8, 4), torch.nn.Linear(4, 8))
+    return [fn(seeded(model), copy_batch, steps=3, progress=False) for fn in (shown, package)]
+
+
 def on_qkv(shown, package, h=4, g=2, L=3, S=5, d=8):
     """Both attention functions on the same q (2, h, L, d) and k, v (2, g, S, d)."""
     q, k, v = torch.randn(2, h, L, d), torch.randn(2, g, S, d), torch.randn(2, g, S, d)
@@ -165,17 +198,21 @@ EXERCISES = {  # shown name -> fn(shown object, package object) -> (what the sho
     "sinusoidal_positions": lambda shown, package: (shown(7, 16), package(7, 16)),
     "previous_two": lambda shown, package: (shown(torch.Generator().manual_seed(1)),
                                             package(torch.Generator().manual_seed(1))),
-    "OneLayer": exercise_one_layer,
+    "HeadsSideBySide": exercise_heads_side_by_side,
+    "PreviousTwoModel": exercise_previous_two_model,
     "GroupedQueryAttention": exercise_attention_layer,
+    "MultiHeadAttention": exercise_multi_head_attention,
     "TransformerBlock": exercise_transformer_block,
     "BertLayer": exercise_bert_layer,
     "KVCache": exercise_kv_cache,
+    "generate": exercise_generate,
     "grouped_query_sdpa": on_qkv,
     "gqa_by_repeating_kv": on_qkv,
     "gqa_with_enable_gqa": on_qkv,
     "pool_kv_heads": exercise_pool,
     "pretrain": exercise_pretrain,
     "convert_and_uptrain": exercise_convert_and_uptrain,
+    "train": exercise_train,
 }
 HELPERS = {"pool_heads"}  # shown beside a function that uses them, and exercised through it
 

@@ -5,8 +5,10 @@ are imported only when you use them: ``bert`` (a real pretrained encoder; the ``
 the chapters measure with), ``figures`` (matplotlib) and ``checks`` (the exercises' checks).
 """
 from .attention_layer import GroupedQueryAttention
+from .generation import generate
 from .kv_cache import KVCache
 from .masks import causal_mask, real_key_mask
+from .multi_head_attention import MultiHeadAttention
 from .positions import sinusoidal_positions
 from .sdpa import scaled_dot_product_attention
 from .self_attention import SelfAttentionHead
@@ -15,9 +17,11 @@ from .torch_interop import from_torch_mha, to_torch_mha
 __all__ = [
     "GroupedQueryAttention",
     "KVCache",
+    "MultiHeadAttention",
     "SelfAttentionHead",
     "causal_mask",
     "from_torch_mha",
+    "generate",
     "real_key_mask",
     "scaled_dot_product_attention",
     "sinusoidal_positions",

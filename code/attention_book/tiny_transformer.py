@@ -2,9 +2,11 @@
 
 Tokens and positions are embedded, pass through ``n_layers`` pre-norm blocks, and are unembedded into logits over
 the vocabulary. Two extras make the heads visible: ``attention_weights`` returns every head's pattern, and
-``head_mask`` switches heads off one by one (ablation).
+``head_mask`` switches heads off one by one (ablation). For generation, ``new_caches`` makes one KVCache per
+layer and ``forward(tokens, caches=...)`` runs only the new tokens against everything cached.
 
-Shape letters: B batch, L sequence length, h query heads, d_model model width, d_head head size.
+Shape letters: B batch, L sequence length (of this call's tokens), S tokens attended to (cached and new),
+h query heads, d_model model width, d_head head size.
 """
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ import torch
 from torch import nn
 
 from .attention_layer import GroupedQueryAttention
+from .kv_cache import KVCache
 from .validation import require_divisible, require_positive, require_rank
 
 
@@ -81,10 +84,14 @@ class TransformerBlock(nn.Module):
             nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
         ) if config.mlp else None
 
-    def forward(self, x, head_mask=None, need_weights=False):
-        """x (B, L, d_model), head_mask (h,) or None -> x (B, L, d_model), weights (B, h, L, L) or None."""
+    def forward(self, x, head_mask=None, need_weights=False, cache=None):
+        """x (B, L, d_model), head_mask (h,) or None -> x (B, L, d_model), weights (B, h, L, S) or None.
+
+        cache: this layer's KVCache (chapter 6) or None. With a cache, x holds the tokens after the cached ones, and
+        S = the cached tokens plus these L; without, S = L.
+        """
         with masked_heads(self.attn, head_mask):
-            attended, weights = self.attn(self.attn_norm(x), is_causal=True, need_weights=need_weights)
+            attended, weights = self.attn(self.attn_norm(x), is_causal=True, need_weights=need_weights, cache=cache)
         x = x + attended
         if self.mlp is not None:
             x = x + self.mlp(self.mlp_norm(x))
@@ -106,32 +113,49 @@ class TinyTransformer(nn.Module):
         self.final_norm = nn.LayerNorm(config.d_model)
         self.unembed = nn.Linear(config.d_model, config.vocab_size)
 
-    def forward(self, tokens, head_mask=None, return_weights=False):
+    def forward(self, tokens, head_mask=None, return_weights=False, caches=None):
         """Next-token logits for every position.
 
         Args:
-            tokens: integer token ids, shape (B, L), with L <= max_len.
+            tokens: integer token ids, shape (B, L), with L <= max_len (minus the cached tokens, with caches).
             head_mask: optional, shape (n_layers, n_heads). Head j of layer l has its output multiplied by
                 head_mask[l, j] before the layer's output projection: 1 keeps the head, 0 ablates it.
             return_weights: also return every head's attention weights (slower: the book's own attention).
+            caches: None, or one KVCache per layer (see ``new_caches``), all holding the same number of earlier
+                tokens, P. The tokens are then positions P .. P + L - 1: each layer appends their keys and values
+                to its cache and attends to all S = P + L tokens. Decode under ``torch.no_grad()``.
 
         Returns:
-            logits: shape (B, L, vocab_size); logits[:, i] depend only on tokens[:, :i + 1].
-            weights (only with return_weights): shape (n_layers, B, h, L, L).
+            logits: shape (B, L, vocab_size); logits[:, i] depend only on tokens[:, :i + 1] (and the cached ones).
+            weights (only with return_weights): shape (n_layers, B, h, L, S).
         """
         self._check_tokens(tokens)
         head_mask = self._check_head_mask(head_mask)
-        positions = torch.arange(tokens.shape[1], device=tokens.device)  # (L,)
+        start = self._check_caches(caches, tokens)  # P, the number of cached tokens (0 without caches)
+        positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)  # (L,)
         x = self.token_embedding(tokens) + self.position_embedding(positions)  # (B, L, d_model)
         all_weights = []
         for layer, block in enumerate(self.blocks):
             layer_mask = None if head_mask is None else head_mask[layer]  # (h,)
-            x, weights = block(x, layer_mask, need_weights=return_weights)
+            cache = None if caches is None else caches[layer]
+            x, weights = block(x, layer_mask, need_weights=return_weights, cache=cache)
             all_weights.append(weights)
         logits = self.unembed(self.final_norm(x))  # (B, L, vocab_size)
         if return_weights:
-            return logits, torch.stack(all_weights)  # (n_layers, B, h, L, L)
+            return logits, torch.stack(all_weights)  # (n_layers, B, h, L, S)
         return logits
+
+    def new_caches(self, batch_size, max_len=None) -> list[KVCache]:
+        """One empty KVCache per layer, for ``forward(..., caches=...)``.
+
+        Each has buffers of shape (batch_size, g, max_len, d_head), g = n_kv_heads; max_len defaults to the
+        model's and may not exceed it (no position beyond it has an embedding).
+        """
+        max_len = self.config.max_len if max_len is None else max_len
+        require_positive(batch_size=batch_size, max_len=max_len)
+        if max_len > self.config.max_len:
+            raise ValueError(f"max_len={max_len} must be <= the model's max_len={self.config.max_len}")
+        return [block.attn.new_cache(batch_size, max_len) for block in self.blocks]
 
     @torch.no_grad()
     def attention_weights(self, tokens, head_mask=None):
@@ -139,6 +163,8 @@ class TinyTransformer(nn.Module):
         return self(tokens, head_mask, return_weights=True)[1]
 
     def _check_tokens(self, tokens):
+        if not isinstance(tokens, torch.Tensor):
+            raise TypeError(f"tokens must be a torch.Tensor of shape (B, L), got {type(tokens).__name__}")
         require_rank("tokens", tokens, 2, "B, L")
         if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
             raise ValueError(f"tokens must hold integer token ids, got {tokens.dtype}")
@@ -147,6 +173,28 @@ class TinyTransformer(nn.Module):
         if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.config.vocab_size):
             raise ValueError(f"tokens must lie in 0 .. vocab_size - 1 = {self.config.vocab_size - 1}, "
                              f"got values from {tokens.min().item()} to {tokens.max().item()}")
+
+    def _check_caches(self, caches, tokens):
+        """The number of tokens every cache holds (0 for None), after checking caches against the model and tokens."""
+        if caches is None:
+            return 0
+        if not isinstance(caches, (list, tuple)) or len(caches) != self.config.n_layers or \
+                not all(isinstance(cache, KVCache) for cache in caches):
+            raise ValueError(f"caches must be a list of n_layers={self.config.n_layers} KVCaches "
+                             f"(model.new_caches(batch_size)), got {type(caches).__name__}")
+        lengths = {cache.length for cache in caches}
+        if len(lengths) != 1:
+            raise ValueError(f"the caches must all hold the same number of tokens, got lengths {sorted(lengths)}")
+        (start,) = lengths
+        B, L = tokens.shape
+        if caches[0].batch_size != B:
+            raise ValueError(f"tokens have batch size B={B} but the caches were made for batch_size="
+                             f"{caches[0].batch_size}: make new caches with model.new_caches({B})")
+        if start + L > caches[0].max_len:
+            raise ValueError(f"{start} cached + L={L} new tokens exceeds the caches' max_len={caches[0].max_len}")
+        if start + L > self.config.max_len:
+            raise ValueError(f"{start} cached + L={L} new tokens exceeds the model's max_len={self.config.max_len}")
+        return start
 
     def _check_head_mask(self, head_mask):
         """None, or head_mask as a float tensor of shape (n_layers, n_heads) on the model's device."""

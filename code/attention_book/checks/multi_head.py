@@ -3,6 +3,7 @@ import torch
 
 from ..attention_layer import GroupedQueryAttention
 from ..masks import causal_mask
+from ..multi_head_attention import MultiHeadAttention
 from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _see_hint, _size
 
 
@@ -83,21 +84,21 @@ def check_param_count(fn):
 
 
 @_exercise("my_to_torch_mha",
-           task="given an MHA GroupedQueryAttention layer (n_kv_heads == n_heads), return an nn.MultiheadAttention "
+           task="given a MultiHeadAttention layer, return an nn.MultiheadAttention "
                 "with batch_first=True, so it reads (B, L, d_model) inputs, that computes the same outputs as the "
                 "layer.",
            hint="Build nn.MultiheadAttention(layer.d_model, layer.n_heads, batch_first=True), then, under "
                 "torch.no_grad(), copy the layer's weights into it: its in_proj_weight stacks W_q, W_k and W_v "
                 "(torch.cat of the three, in that order), in_proj_bias their biases, and out_proj is W_o.")
 def check_to_torch_mha(fn):
-    """fn(layer) -> nn.MultiheadAttention(batch_first=True) computing what the MHA ``layer`` computes.
+    """fn(layer) -> nn.MultiheadAttention(batch_first=True) computing what the MultiHeadAttention ``layer`` computes.
 
     Tried on 3 random layers with a causal mask; the module's output compared with the layer's.
     """
     for seed, (d_model, h) in [(2, (8, 1)), (0, (16, 4)), (1, (24, 3))]:  # the smallest layer first
         with torch.random.fork_rng():  # random layers without disturbing the notebook's generator
             torch.manual_seed(seed)
-            layer = GroupedQueryAttention(d_model, h)
+            layer = MultiHeadAttention(d_model, h)
             x = torch.randn(2, 5, d_model)
         mha = _call(fn, (layer,), "my_to_torch_mha")
         if not isinstance(mha, torch.nn.MultiheadAttention):

@@ -17,48 +17,40 @@ with warnings.catch_warnings():
 
 def train(model, make_batch, steps, lr=3e-3, seed=0, desc="training", progress=True, threads=1,
           callback=None, every=10):
-    """Train ``model`` for ``steps`` steps and return the loss of every step.
+    """Train ``model`` with AdamW on a cross-entropy loss for ``steps`` steps; return the loss of every step.
 
     Args:
         model: maps a batch of inputs to logits of shape (..., n_classes).
         make_batch: ``make_batch(generator) -> (inputs, targets)``, targets of shape (...) holding class
-            indices; it draws its randomness from the generator, so the data is the same on every run.
-        seed: seeds the data generator and any randomness during training (such as dropout). The model
-            is already built, so seed its initialisation yourself: ``torch.manual_seed(0)`` before creating it.
+            indices. It draws its randomness from the generator, so the data is the same on every run.
+        seed: seeds the data and any randomness during training (such as dropout). The model is already
+            built, so seed its initialisation yourself: ``torch.manual_seed(0)`` before creating it.
         callback: if given, ``callback(step)`` is called before step 0 and after every ``every`` steps, to
             measure something as training goes (it should not use the global random generator).
-        threads: CPU threads for the duration of training. The book's models are so small that one
-            thread is fastest: more threads mostly wait for each other, badly so when the cores are busy.
-
-    The same seeds, model and data give the same losses on the same machine.
+        threads: CPU threads while training. The book's models are so small that one thread is fastest.
     """
-    with cpu_threads(threads):
-        return _train(model, make_batch, steps, lr, seed, desc, progress, callback, every)
-
-
-def _train(model, make_batch, steps, lr, seed, desc, progress, callback, every):
     torch.manual_seed(seed)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)  # the data's own random numbers
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     losses = []
-    for step in tqdm(range(steps), desc=desc, disable=not progress):
-        if callback is not None and step % every == 0:
-            callback(step)
-        inputs, targets = make_batch(generator)
-        logits = model(inputs)
-        loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    if callback is not None:
-        callback(steps)
+    with cpu_threads(threads):
+        for step in tqdm(range(steps), desc=desc, disable=not progress):
+            if callback is not None and step % every == 0:
+                callback(step)
+            inputs, targets = make_batch(generator)
+            logits = model(inputs)  # (..., n_classes)
+            loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten())  # averaged over every target
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        if callback is not None:
+            callback(steps)
     model.eval()
     return losses
 
 
-@torch.no_grad()
 @torch.no_grad()
 def lm_loss(model, tokens, targets, head_mask=None):
     """Cross-entropy of a TinyTransformer on (tokens, targets), both (B, L), as a float.

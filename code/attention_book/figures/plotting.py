@@ -178,3 +178,45 @@ def plot_head_mosaic(weights, ax=None, title=None, gap=1):
         ax.set_title(title)
     ax.figure.colorbar(image, ax=ax, fraction=0.02, pad=0.02)
     return ax
+
+
+MASK_COLOURS = {"may attend": "#727272", "may not attend": "#ffffff",
+                "hidden by mistake (not in the future)": "#e69f00"}
+
+
+def plot_causal_alignments(L, S):
+    """The two ways to place a causal mask of shape (L, S) when L < S, side by side, with one colour per meaning.
+
+    The L queries are the last L positions of the sequence, S - L ... S - 1, and the rows are labelled with those
+    positions. Left: the triangle aligned top-left (what ``is_causal=True`` builds), which lets query i see only
+    keys 0 ... i and so hides keys that are not in the query's future (orange). Right: the triangle aligned bottom-right
+    (``causal_mask(L, S)``), in which the query at position p sees keys 0 ... p. Returns the Figure.
+    """
+    if not 0 < L <= S:
+        raise ValueError(f"need 0 < L <= S, got L={L} and S={S}")
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Patch
+
+    positions = torch.arange(S - L, S)[:, None]  # (L, 1): where each query sits in the sequence
+    keys = torch.arange(S)[None, :]  # (1, S)
+    bottom_right = keys <= positions  # (L, S)
+    top_left = torch.ones(L, S, dtype=torch.bool).tril()  # (L, S)
+    fig, axes = plt.subplots(1, 2, figsize=(0.55 * S * 2 + 2.5, 0.55 * L + 1.6))
+    panels = [(top_left, "aligned top-left (is_causal=True)"),
+              (bottom_right, f"aligned bottom-right (causal_mask({L}, {S}))")]
+    for ax, (mask, title) in zip(axes, panels, strict=True):
+        meaning = torch.where(mask, 0, torch.where(bottom_right, 2, 1))  # 0 may, 1 may not, 2 hidden by mistake
+        rgb = [[to_rgb(list(MASK_COLOURS.values())[m]) for m in row] for row in meaning.tolist()]
+        ax.imshow(rgb)
+        ax.set_xticks(range(S))
+        ax.set_yticks(range(L), [str(p) for p in range(S - L, S)])
+        ax.set_xticks([j - 0.5 for j in range(S + 1)], minor=True)
+        ax.set_yticks([i - 0.5 for i in range(L + 1)], minor=True)
+        ax.grid(which="minor", color="#606060", linewidth=1)
+        ax.tick_params(which="minor", length=0)
+        ax.set(xlabel="key position", ylabel="query position", title=title)
+        ax.title.set_fontsize(10)
+    handles = [Patch(facecolor=c, edgecolor="#606060", label=m) for m, c in MASK_COLOURS.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=3, frameon=False, fontsize=9)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig

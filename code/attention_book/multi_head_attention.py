@@ -1,0 +1,108 @@
+"""Multi-head attention: h heads side by side, each with its own queries, keys and values.
+
+This is the layer that chapter 3 builds. It has no KV cache and no sharing of key/value heads: chapter 8's
+``GroupedQueryAttention`` is the same layer with both added.
+"""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .masks import causal_mask
+from .sdpa import scaled_dot_product_attention
+from .validation import check_mask, require_divisible, require_positive, require_rank
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention: h heads attend side by side, then one projection mixes their outputs.
+
+    Shape letters: B batch, L queries, S keys (S = L in self-attention), h = n_heads.
+    Head i owns columns i * d_head ... (i + 1) * d_head - 1 of each of the q, k and v projections.
+
+    Args:
+        d_model: size of each token's vector.
+        n_heads: number of heads, h.
+        d_head: size of each head; defaults to d_model // n_heads, which must then divide exactly. Any other
+            value works too: the concatenated heads, n_heads * d_head wide, are mapped back to d_model by o_proj.
+        bias: whether the four projections have biases.
+    """
+
+    def __init__(self, d_model, n_heads, d_head=None, bias=True):
+        super().__init__()
+        require_positive(d_model=d_model, n_heads=n_heads)
+        if d_head is None:
+            require_divisible("d_model", d_model, "n_heads", n_heads)
+            d_head = d_model // n_heads
+        require_positive(d_head=d_head)
+        self.d_model, self.n_heads, self.d_head = int(d_model), int(n_heads), int(d_head)
+        self.q_proj = nn.Linear(d_model, n_heads * d_head, bias=bias)  # every head's W_q, side by side
+        self.k_proj = nn.Linear(d_model, n_heads * d_head, bias=bias)
+        self.v_proj = nn.Linear(d_model, n_heads * d_head, bias=bias)
+        self.o_proj = nn.Linear(n_heads * d_head, d_model, bias=bias)
+
+    @property
+    def n_kv_heads(self):
+        """One key/value head per query head; chapters 7 and 8 let several query heads share one."""
+        return self.n_heads
+
+    def forward(self, x, kv=None, *, mask=None, is_causal=False, need_weights=False):
+        """Attend from the tokens of x to the tokens of kv (or of x itself).
+
+        Args:
+            x: queries' source, shape (B, L, d_model).
+            kv: keys' and values' source, shape (B, S, d_model); None means self-attention (kv = x).
+            mask: boolean, True = may attend. Shape (L, S), (B, L, S) or (B, 1 or h, L, S).
+            is_causal: also apply ``causal_mask(L, S)``: query i may attend to keys up to i + (S - L).
+            need_weights: if True, run the book's own ``scaled_dot_product_attention`` and return the weights;
+                if False, run ``F.scaled_dot_product_attention``, which can use a fused kernel that never stores
+                them, and return None for them.
+
+        Returns:
+            out: shape (B, L, d_model).
+            weights: shape (B, h, L, S), or None. A query with no key to attend to gets zero weights and a
+                zero output from every head.
+        """
+        kv = x if kv is None else kv
+        B, L, S = self._check_inputs(x, kv)
+        mask = self._full_mask(mask, is_causal, B, L, S, x.device)  # None, (L, S) or (B or 1, h or 1, L, S)
+        q = self.q_proj(x).view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, L, d_head)
+        k = self.k_proj(kv).view(B, S, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, S, d_head)
+        v = self.v_proj(kv).view(B, S, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, S, d_head)
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, h, L, d_head), (B, h, L, S)
+        else:
+            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None  # (B, h, L, d_head)
+            if mask is not None:  # a query with no key to attend to: zeros, whatever the kernel returns
+                out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+        out = out.transpose(1, 2).reshape(B, L, self.n_heads * self.d_head)  # concatenate the heads
+        return self.o_proj(out), weights
+
+    def _check_inputs(self, x, kv):
+        """Check x (B, L, d_model) and kv (B, S, d_model); return B, L, S."""
+        weight = self.q_proj.weight
+        for name, t, letters in (("x", x, "B, L, d_model"), ("kv", kv, "B, S, d_model")):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor of shape ({letters}), got {type(t).__name__}")
+            require_rank(name, t, 3, letters)
+            if t.shape[-1] != self.d_model:
+                raise ValueError(f"{name} has last dimension {t.shape[-1]} but the layer has d_model={self.d_model}")
+            if t.dtype != weight.dtype and not torch.is_autocast_enabled(t.device.type):
+                raise ValueError(f"{name} has dtype {t.dtype} but the layer's weights are {weight.dtype}: "
+                                 f"convert one of them ({name}.to({weight.dtype}) or layer.to({t.dtype}))")
+        if kv.shape[0] != x.shape[0]:
+            raise ValueError(f"x and kv must have the same batch size B, got {x.shape[0]} and {kv.shape[0]}")
+        return x.shape[0], x.shape[1], kv.shape[1]
+
+    def _full_mask(self, mask, is_causal, B, L, S, device):
+        """The user's mask and the causal mask as one boolean mask that broadcasts to (B, h, L, S), or None."""
+        if mask is not None:
+            if not isinstance(mask, torch.Tensor) or mask.dim() not in (2, 3, 4):
+                shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+                raise ValueError(f"mask must be a boolean tensor of shape (L, S), (B, L, S) or (B, 1 or h, L, S), "
+                                 f"got {shape}")
+            if mask.dim() == 3:
+                mask = mask[:, None]  # (B, L, S) -> (B, 1, L, S): the same mask for every head
+            check_mask(mask, torch.Size((B, self.n_heads, L, S)))
+        if is_causal:
+            causal = causal_mask(L, S, device=device)  # (L, S)
+            mask = causal if mask is None else mask & causal
+        return mask
