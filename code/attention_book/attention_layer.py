@@ -6,7 +6,7 @@ from .grouped_sdpa import grouped_query_sdpa
 from .kv_cache import KVCache
 from .masks import causal_mask
 from .sdpa import scaled_dot_product_attention
-from .validation import check_mask, require_divisible, require_positive, require_rank
+from .validation import check_layer_inputs, check_mask, require_divisible, require_positive
 
 
 class GroupedQueryAttention(nn.Module):
@@ -67,7 +67,7 @@ class GroupedQueryAttention(nn.Module):
             raise ValueError("cache is for self-attention (kv=None): with kv given, the same keys and values "
                              "would be appended at every step; compute them once and pass kv without a cache")
         kv = x if kv is None else kv
-        B, L, S = self._check_inputs(x, kv)
+        B, L, S = check_layer_inputs(x, kv, self.d_model, self.q_proj.weight)
         q = self.q_proj(x).view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, L, d_head)
         k = self.k_proj(kv).view(B, S, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, g, S, d_head)
         v = self.v_proj(kv).view(B, S, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, g, S, d_head)
@@ -97,20 +97,6 @@ class GroupedQueryAttention(nn.Module):
         return KVCache(batch_size, self.n_kv_heads, self.d_head, max_len,
                        dtype=dtype or weight.dtype, device=device or weight.device)
 
-    def _check_inputs(self, x, kv):
-        weight = self.q_proj.weight
-        for name, t, letters in (("x", x, "B, L, d_model"), ("kv", kv, "B, S, d_model")):
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor of shape ({letters}), got {type(t).__name__}")
-            require_rank(name, t, 3, letters)
-            if t.shape[-1] != self.d_model:
-                raise ValueError(f"{name} has last dimension {t.shape[-1]} but the layer has d_model={self.d_model}")
-            if t.dtype != weight.dtype and not torch.is_autocast_enabled(t.device.type):
-                raise ValueError(f"{name} has dtype {t.dtype} but the layer's weights are {weight.dtype}: "
-                                 f"convert one of them ({name}.to({weight.dtype}) or layer.to({t.dtype}))")
-        if kv.shape[0] != x.shape[0]:
-            raise ValueError(f"x and kv must have the same batch size B, got {x.shape[0]} and {kv.shape[0]}")
-        return x.shape[0], x.shape[1], kv.shape[1]
 
     def _full_mask(self, mask, is_causal, q, k):
         """Combine the user's mask and the causal mask into one of shape (B|1, h|1, L, S), or None."""

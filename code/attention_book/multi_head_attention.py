@@ -9,7 +9,7 @@ from torch import nn
 
 from .masks import causal_mask
 from .sdpa import scaled_dot_product_attention
-from .validation import check_mask, require_divisible, require_positive, require_rank
+from .validation import check_layer_inputs, check_mask, require_divisible, require_positive
 
 
 class MultiHeadAttention(nn.Module):
@@ -62,7 +62,7 @@ class MultiHeadAttention(nn.Module):
                 zero output from every head.
         """
         kv = x if kv is None else kv
-        B, L, S = self._check_inputs(x, kv)
+        B, L, S = check_layer_inputs(x, kv, self.d_model, self.q_proj.weight)
         mask = self._full_mask(mask, is_causal, B, L, S, x.device)  # None, (L, S) or (B or 1, h or 1, L, S)
         q = self.q_proj(x).view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, L, d_head)
         k = self.k_proj(kv).view(B, S, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, S, d_head)
@@ -76,21 +76,6 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(B, L, self.n_heads * self.d_head)  # concatenate the heads
         return self.o_proj(out), weights
 
-    def _check_inputs(self, x, kv):
-        """Check x (B, L, d_model) and kv (B, S, d_model); return B, L, S."""
-        weight = self.q_proj.weight
-        for name, t, letters in (("x", x, "B, L, d_model"), ("kv", kv, "B, S, d_model")):
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor of shape ({letters}), got {type(t).__name__}")
-            require_rank(name, t, 3, letters)
-            if t.shape[-1] != self.d_model:
-                raise ValueError(f"{name} has last dimension {t.shape[-1]} but the layer has d_model={self.d_model}")
-            if t.dtype != weight.dtype and not torch.is_autocast_enabled(t.device.type):
-                raise ValueError(f"{name} has dtype {t.dtype} but the layer's weights are {weight.dtype}: "
-                                 f"convert one of them ({name}.to({weight.dtype}) or layer.to({t.dtype}))")
-        if kv.shape[0] != x.shape[0]:
-            raise ValueError(f"x and kv must have the same batch size B, got {x.shape[0]} and {kv.shape[0]}")
-        return x.shape[0], x.shape[1], kv.shape[1]
 
     def _full_mask(self, mask, is_causal, B, L, S, device):
         """The user's mask and the causal mask as one boolean mask that broadcasts to (B, h, L, S), or None."""

@@ -59,3 +59,20 @@ def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
             f"mask of shape {tuple(mask.shape)} does not broadcast to the attention scores' shape "
             f"{tuple(scores_shape)} (..., L, S)"
         )
+
+
+def check_layer_inputs(x, kv, d_model: int, weight: torch.Tensor) -> tuple[int, int, int]:
+    """Check an attention layer's inputs x (B, L, d_model) and kv (B, S, d_model) against its d_model and the
+    dtype of its weights (any dtype under autocast); return B, L, S."""
+    for name, t, letters in (("x", x, "B, L, d_model"), ("kv", kv, "B, S, d_model")):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of shape ({letters}), got {type(t).__name__}")
+        require_rank(name, t, 3, letters)
+        if t.shape[-1] != d_model:
+            raise ValueError(f"{name} has last dimension {t.shape[-1]} but the layer has d_model={d_model}")
+        if t.dtype != weight.dtype and not torch.is_autocast_enabled(t.device.type):
+            raise ValueError(f"{name} has dtype {t.dtype} but the layer's weights are {weight.dtype}: "
+                             f"convert one of them ({name}.to({weight.dtype}) or layer.to({t.dtype}))")
+    if kv.shape[0] != x.shape[0]:
+        raise ValueError(f"x and kv must have the same batch size B, got {x.shape[0]} and {kv.shape[0]}")
+    return x.shape[0], x.shape[1], kv.shape[1]
