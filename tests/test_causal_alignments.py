@@ -33,3 +33,13 @@ def test_each_cell_has_the_colour_of_its_meaning(L, S):
 def test_rejects_more_queries_than_keys():
     with pytest.raises(ValueError, match="0 < L <= S"):
         plot_causal_alignments(5, 3)
+
+
+@pytest.mark.parametrize("L, S", [(3, 6), (4, 4)])
+def test_mistakes_are_hatched_for_greyscale(L, S):
+    fig = plot_causal_alignments(L, S)
+    hatched = [p for p in fig.axes[0].patches if p.get_gid() == "mistake"]
+    top_left = np.tril(np.ones((L, S), dtype=bool))
+    assert len(hatched) == int((~top_left & causal_mask(L, S).numpy()).sum())
+    assert not [p for p in fig.axes[1].patches if p.get_gid() == "mistake"]
+    plt.close(fig)

@@ -8,7 +8,8 @@ import torch  # noqa: E402
 
 from attention_book.figures import diagrams  # noqa: E402
 from attention_book.figures.plotting import (  # noqa: E402
-    ATTENTION_CMAP, VALUE_CMAP, annotate_heatmap, plot_attention, plot_attention_grid)
+    ATTENTION_CMAP, VALUE_CMAP, annotate_heatmap, plot_attention, plot_attention_grid, plot_head_mosaic)
+from attention_book.figures.style import INK, head_cmap, head_colour, kv_head_colour  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -103,17 +104,58 @@ def test_grid_has_one_titled_axis_per_layer_and_head():
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list("wxyz")
 
 
-@pytest.mark.parametrize("name", [ATTENTION_CMAP, VALUE_CMAP])
+@pytest.mark.parametrize("name", [ATTENTION_CMAP, VALUE_CMAP] + [head_cmap(i) for i in range(9)])
 def test_colour_maps_read_in_greyscale(name):
-    """Lightness rises steadily from one end of the map to the other, so greyscale keeps the order of values."""
+    """Lightness changes steadily from one end of the map to the other, so greyscale keeps the order of values."""
     colours = plt.get_cmap(name)(torch.linspace(0, 1, 64).numpy())[:, :3]
     luminance = colours @ [0.2126, 0.7152, 0.0722]
-    assert (luminance[1:] > luminance[:-1]).all()
+    steps = luminance[1:] - luminance[:-1]
+    assert (steps > 0).all() or (steps < 0).all()
 
 
 def test_heatmap_numbers_contrast_with_their_cells():
     fig, ax = plt.subplots()
-    image = ax.imshow([[0.0, 1.0]], cmap=ATTENTION_CMAP, vmin=0.0, vmax=1.0)
+    image = ax.imshow([[0.0, 1.0]], cmap=head_cmap(0), vmin=0.0, vmax=1.0)
     annotate_heatmap(image, [[0.0, 1.0]])
-    assert [text.get_color() for text in ax.texts] == ["white", "black"]  # dark violet, bright yellow
+    assert [text.get_color() for text in ax.texts] == [INK, "white"]  # white cell, head 0's dark indigo
     plt.close(fig)
+
+
+def test_heatmaps_take_their_head_s_hue():
+    weights = torch.softmax(torch.randn(3, 4, 4), -1)
+    ax = plot_attention(weights[0], list("abcd"), list("abcd"), head=2)
+    assert ax.images[0].cmap(1.0)[:3] == head_cmap(2)(1.0)[:3]
+    assert plot_attention(weights[0], list("abcd"), list("abcd")).images[0].cmap is ATTENTION_CMAP  # no head: neutral
+    fig = plot_attention_grid(weights, list("abcd"), list("abcd"), heads=[None, 0, 5])
+    assert [ax.images[0].cmap for ax in fig.axes][0] is ATTENTION_CMAP
+    assert fig.axes[2].images[0].cmap(1.0)[:3] == head_cmap(5)(1.0)[:3]
+    assert [ax.get_title() for ax in fig.axes] == ["head", "head 0", "head 5"]
+    with pytest.raises(ValueError, match="heads has 2 entries for 3 heads"):
+        plot_attention_grid(weights, list("abcd"), list("abcd"), heads=[0, 1])
+
+
+def test_mosaic_tiles_are_in_their_head_s_hue():
+    ax = plot_head_mosaic(torch.ones(2, 3, 4, 4))  # weight 1 everywhere: each tile is its head's full hue
+    image = ax.images[0].get_array()
+    for j in range(3):
+        assert tuple(image[0, j * 5, :3]) == pytest.approx(head_cmap(j)(1.0)[:3])
+    assert image[0, 4, :3].tolist() == [1.0, 1.0, 1.0]  # the gap between tiles is white
+
+
+def test_diagram_heads_are_in_their_hues():
+    fig = diagrams.draw_mha_flow(4)
+    fills = [p.get_facecolor()[:3] for p in boxes(fig, "head")]
+    assert fills == [pytest.approx(matplotlib.colors.to_rgb(head_colour(i))) for i in range(4)]
+    fig = diagrams.draw_head_sharing(8, 2)
+    kv = sorted(boxes(fig, "kv-head"), key=lambda p: p.get_x())
+    assert [p.get_facecolor()[:3] for p in kv] == [
+        pytest.approx(matplotlib.colors.to_rgb(kv_head_colour(j, 8, 2))) for j in range(2)]
+
+
+@pytest.mark.parametrize("n_heads, n_kv_heads", [(8, 8), (8, 2), (6, 1)])
+def test_head_sharing_draws_the_cache_it_keeps_and_saves(n_heads, n_kv_heads):
+    fig = diagrams.draw_head_sharing(n_heads, n_kv_heads)
+    kept = [p for p in fig.axes[0].patches if p.get_gid() == "cache"]
+    saved = [p for p in fig.axes[0].patches if p.get_gid() == "cache-saved"]
+    assert len(kept) == n_kv_heads and len(saved) == n_heads - n_kv_heads
+    assert f"cache: {n_kv_heads} of {n_heads}" in texts(fig)

@@ -51,6 +51,18 @@ MODELS = [
 ]
 
 
+def find_model(model) -> AttentionConfig:
+    """``model`` itself if it is an AttentionConfig, else the entry of MODELS with that name (ValueError naming
+    the known ones otherwise)."""
+    if isinstance(model, AttentionConfig):
+        return model
+    names = [m.name for m in MODELS]
+    if model not in names:
+        raise ValueError(f"model={model!r} is not in the package's table: use one of {', '.join(names)}, "
+                         "or an AttentionConfig with your own sizes")
+    return MODELS[names.index(model)]
+
+
 def kv_cache_table(context=4096, bytes_per_element=2):
     """One row per model: name, variant, K/V heads, cache per token, cache at ``context`` tokens, and the cache
     the same model would need with one K/V head per query head (MHA), all in bytes."""

@@ -1,4 +1,13 @@
-"""The book's figures: heatmaps of attention (``plotting``) and diagrams of heads and shapes (``diagrams``).
+"""The book's figures, all in one visual language, each redrawable with the reader's own sizes.
 
-The only modules that import matplotlib, so ``import attention_book`` stays light.
+- ``style``: the language itself: a colour per head, a colour family per role, the book's fonts and lines.
+- ``blocks``: tensors drawn as blocks in proportion to their shapes.
+- ``plotting``: heatmaps of attention weights, masks and head scores.
+- ``diagrams``: multi-head attention's flow and shapes, and which query heads share which K/V head.
+- One module per diagram: ``sdpa_matrices`` (ch 1), ``head_split`` (ch 3), ``kv_cache_steps`` (ch 6),
+  ``roofline`` (ch 7 and 10), ``gqa_fold`` (ch 8), ``kv_pooling`` (ch 9).
+- Interactive views (``interactive`` is their frame: self-contained HTML with a PNG fallback, no request):
+  ``attention_explorer`` (ch 1, 4, 5), ``cache_calculator`` and ``head_sharing_explorer`` (ch 8).
+
+These are the only modules that import matplotlib, so ``import attention_book`` stays light.
 """

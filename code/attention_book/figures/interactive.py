@@ -13,10 +13,10 @@ A view is a few KB of plain JavaScript, CSS and inlined JSON data, emitted as on
 
 The JavaScript receives ``root`` (the view's outer element) and ``data`` (the parsed JSON) and must only touch
 elements inside ``root``. Every control and every focusable item carries the class ``ab-control`` and is reachable
-with the keyboard (a button, an input, or ``tabindex="0"`` with key handlers), and the script writes a short text
-describing what the view shows now into ``root.dataset.state`` at start and after every change: the browser tests
-focus, hover, click and move each control and check that the state changes. It runs in the site's page (Jupyter Book inserts the HTML as is) and in Colab's output
-frame.
+with the keyboard (a button or an input; in a row of items such as tokens, one Tab stop and the arrow keys), and the
+script writes a short text describing what the view shows now into ``root.dataset.state`` at start and after every
+change: the browser tests focus, hover, click and move each control and check that the state changes. It runs in the
+site's page (Jupyter Book inserts the HTML as is) and in Colab's output frame.
 """
 import base64
 import hashlib

@@ -3,18 +3,47 @@
 Diagrams are drawn in code rather than loaded from image files, so a chapter opened alone in Colab
 shows the same figures as the site.
 
-Colour maps are perceptually uniform and readable in greyscale and by colour-blind readers: heatmaps of
-attention weights use ``ATTENTION_CMAP`` (viridis: 0 is dark violet, 1 bright yellow), other values
-``VALUE_CMAP`` (cividis). Numbers written in a cell are black or white, whichever stands out from its colour.
+Every figure uses the book's visual language (``figures.style``) and is drawn inside ``use_book_style()``.
+A heatmap of attention weights goes from white (weight 0) to a full hue (weight 1): the hue of head i,
+``head_cmap(i)``, when the figure knows which head it shows (``head=i``), and otherwise the neutral colour of
+weights, ``ATTENTION_CMAP`` (white to the reddish purple ``ROLE_COLOURS["weight"]``). Lightness falls steadily
+from 0 to 1 in every one of these maps, so greyscale keeps the order of the weights. Other values use
+``VALUE_CMAP`` (cividis). Numbers written in a cell are dark or white, whichever contrasts more with its colour.
 """
 import matplotlib.pyplot as plt
 import torch
+from matplotlib.colors import to_rgb
+from matplotlib.patches import Patch, Rectangle
 
-ATTENTION_CMAP = "viridis"
+from .style import INK, ROLE_COLOURS, colour_map, head_cmap, head_colour, tint, use_book_style
+
+ATTENTION_CMAP = colour_map(ROLE_COLOURS["weight"], "attention-weight")
 VALUE_CMAP = "cividis"
 
 
-def plot_attention(weights, queries, keys, ax=None, title=None, annotate=True):
+def attention_cmap(head=None):
+    """The colour map of a heatmap of attention weights: head ``head``'s hue, or the neutral weight colour."""
+    return ATTENTION_CMAP if head is None else head_cmap(head)
+
+
+def _relative_luminance(rgb):
+    """WCAG relative luminance of an sRGB colour (0 black, 1 white)."""
+    def linear(c):
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+    red, green, blue = (linear(c) for c in rgb[:3])
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+
+def text_colour_on(colour):
+    """INK or white, whichever has the higher contrast ratio with ``colour`` (any matplotlib colour)."""
+    background = _relative_luminance(to_rgb(colour))
+    dark = _relative_luminance(to_rgb(INK))
+    on_dark = (background + 0.05) / (dark + 0.05)
+    on_white = 1.05 / (background + 0.05)
+    return INK if on_dark >= on_white else "white"
+
+
+def plot_attention(weights, queries, keys, ax=None, title=None, annotate=True, head=None):
     """Heatmap of one attention pattern: row i shows how query i spreads its weight over the keys.
 
     Args:
@@ -22,55 +51,85 @@ def plot_attention(weights, queries, keys, ax=None, title=None, annotate=True):
         queries: L labels for the rows.
         keys: S labels for the columns.
         annotate: write each weight in its cell (readable up to about 12 x 12).
+        head: the index of the head these weights belong to, if known: the heatmap then goes from white to that
+            head's hue (``head_cmap(head)``); by default, to the neutral colour of weights.
     """
     weights = torch.as_tensor(weights).detach().float().cpu()
     if weights.dim() != 2 or weights.shape != (len(queries), len(keys)):
         raise ValueError(f"weights of shape {tuple(weights.shape)} do not match "
                          f"{len(queries)} queries x {len(keys)} keys")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(0.55 * len(keys) + 2, 0.5 * len(queries) + 1.2))
-    image = ax.imshow(weights.numpy(), cmap=ATTENTION_CMAP, vmin=0.0, vmax=1.0)
-    ax.set_xticks(range(len(keys)), keys, rotation=45, ha="right")
-    ax.set_yticks(range(len(queries)), queries)
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query (attending)")
-    if title:
-        ax.set_title(title)
-    if annotate:
-        annotate_heatmap(image, weights, decimals=2, fontsize=8)
-    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    with use_book_style():
+        if ax is None:
+            _, ax = plt.subplots(figsize=(0.55 * len(keys) + 2, 0.5 * len(queries) + 1.2))
+        image = ax.imshow(weights.numpy(), cmap=attention_cmap(head), vmin=0.0, vmax=1.0)
+        _frame(ax, *weights.shape)
+        ax.set_xticks(range(len(keys)), keys, rotation=45, ha="right")
+        ax.set_yticks(range(len(queries)), queries)
+        ax.set_xlabel("key (attended to)")
+        ax.set_ylabel("query (attending)")
+        if title:
+            ax.set_title(title)
+        if annotate:
+            annotate_heatmap(image, weights, decimals=2, fontsize=8)
+        bar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        bar.set_label("attention weight")
+        bar.outline.set_edgecolor(INK)
     return ax
+
+
+def _frame(ax, rows, cols, colour="#DDDDDD", width=0.5):
+    """Thin lines between the cells of a heatmap (so that white cells stay visible) and an outline around it."""
+    ax.set_xticks([j - 0.5 for j in range(1, cols)], minor=True)
+    ax.set_yticks([i - 0.5 for i in range(1, rows)], minor=True)
+    ax.grid(which="minor", color=colour, linewidth=width)
+    ax.tick_params(which="minor", length=0)
+    for side in ax.spines.values():
+        side.set_visible(True)
+        side.set_color(INK)
+
+
+MASK_COLOURS = {"may attend": ROLE_COLOURS["weight"], "may not attend": "#FFFFFF",
+                "hidden by mistake (not in the future)": ROLE_COLOURS["mask"]}
+MISTAKE_HATCH = "xxx"  # the cells a mask hides by mistake are hatched too, so that greyscale shows them
 
 
 def plot_mask(mask, ax=None, title=None):
-    """Draw a boolean mask of shape (L, S): grey cells may attend (True), white ones may not."""
+    """Draw a boolean mask of shape (L, S): cells that may attend (True) in the colour of weights, the others white."""
     mask = torch.as_tensor(mask).detach().cpu()
     if mask.dim() != 2:
         raise ValueError(f"mask must have shape (L, S), got {tuple(mask.shape)}")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(0.4 * mask.shape[1] + 1.5, 0.4 * mask.shape[0] + 1.2))
-    ax.imshow(mask.float().numpy(), cmap="Greys", vmin=0.0, vmax=1.6)
-    ax.set_xticks(range(mask.shape[1]))
-    ax.set_yticks(range(mask.shape[0]))
-    ax.set_xticks([j - 0.5 for j in range(1, mask.shape[1])], minor=True)
-    ax.set_yticks([i - 0.5 for i in range(1, mask.shape[0])], minor=True)
-    ax.grid(which="minor", color="white", linewidth=1.5)
-    ax.tick_params(which="minor", length=0)
-    ax.set_xlabel("key position")
-    ax.set_ylabel("query position")
-    if title:
-        ax.set_title(title)
+    L, S = mask.shape
+    with use_book_style():
+        if ax is None:
+            _, ax = plt.subplots(figsize=(0.4 * S + 1.5, 0.4 * L + 1.2))
+        ax.imshow(_mask_rgb(torch.where(mask, 0, 1)))
+        ax.set_xticks(range(S))
+        ax.set_yticks(range(L))
+        _frame(ax, L, S, colour=INK, width=0.6)
+        ax.set_xlabel("key position")
+        ax.set_ylabel("query position")
+        if title:
+            ax.set_title(title)
     return ax
 
 
-def plot_attention_grid(weights, queries, keys, row_names=None, annotate=False, cell_size=1.9):
+def _mask_rgb(meaning):
+    """An (L, S, 3) image from an (L, S) tensor of 0 (may attend), 1 (may not) and 2 (hidden by mistake)."""
+    palette = [to_rgb(c) for c in MASK_COLOURS.values()]
+    return [[palette[m] for m in row] for row in meaning.tolist()]
+
+
+def plot_attention_grid(weights, queries, keys, row_names=None, annotate=False, cell_size=1.9, heads=None):
     """A grid of attention heatmaps: one row per layer, one column per head.
 
     Args:
         weights: shape (h, L, S) for one layer's heads, or (n_layers, h, L, S).
         queries: L labels for each heatmap's rows; keys: S labels for its columns.
         row_names: a name per layer (default "layer 0", "layer 1", ...).
-    Returns the Figure; axes are titled "head j" (and "layer i" on the left).
+        heads: for each column, the index of the head it shows, which picks its hue (``head_cmap``) and its title;
+            None for a column in the neutral colour of weights, titled "head". Default: 0, 1, ..., h - 1.
+    Returns the Figure; axes are titled "head j" (and "layer i" on the left). Each heatmap goes from white
+    (weight 0) to its head's full hue (weight 1).
     """
     weights = torch.as_tensor(weights).detach().float().cpu()
     if weights.dim() == 3:
@@ -82,26 +141,33 @@ def plot_attention_grid(weights, queries, keys, row_names=None, annotate=False, 
     row_names = row_names or [f"layer {i}" for i in range(n_layers)]
     if len(row_names) != n_layers:
         raise ValueError(f"row_names has {len(row_names)} names for {n_layers} layers")
-    fig, axes = plt.subplots(n_layers, n_heads, squeeze=False,
-                             figsize=(cell_size * n_heads + 1.0, cell_size * n_layers + 0.6))
-    for i in range(n_layers):
-        for j in range(n_heads):
-            ax = axes[i, j]
-            image = ax.imshow(weights[i, j].numpy(), cmap=ATTENTION_CMAP, vmin=0.0, vmax=1.0)
-            ax.set_title(f"head {j}", fontsize=9)
-            ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=7)
-            ax.set_yticks(range(len(queries)), queries if j == 0 else [""] * len(queries), fontsize=7)
-            if annotate:
-                annotate_heatmap(image, weights[i, j], decimals=1, fontsize=6)
-        if n_layers > 1:
-            axes[i, 0].set_ylabel(row_names[i])
-    fig.tight_layout()
+    heads = list(range(n_heads)) if heads is None else list(heads)
+    if len(heads) != n_heads:
+        raise ValueError(f"heads has {len(heads)} entries for {n_heads} heads")
+    with use_book_style():
+        fig, axes = plt.subplots(n_layers, n_heads, squeeze=False,
+                                 figsize=(cell_size * n_heads + 1.0, cell_size * n_layers + 0.6))
+        for i in range(n_layers):
+            for j, head in enumerate(heads):
+                ax = axes[i, j]
+                image = ax.imshow(weights[i, j].numpy(), cmap=attention_cmap(head), vmin=0.0, vmax=1.0)
+                _frame(ax, len(queries), len(keys), width=0.3)
+                title = ax.set_title("head" if head is None else f"head {head}", fontsize=9)
+                if head is not None:
+                    head_label_box(title, head)
+                ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=7)
+                ax.set_yticks(range(len(queries)), queries if j == 0 else [""] * len(queries), fontsize=7)
+                if annotate:
+                    annotate_heatmap(image, weights[i, j], decimals=1, fontsize=6)
+            if n_layers > 1:
+                axes[i, 0].set_ylabel(row_names[i])
+        fig.tight_layout()
     return fig
 
 
 def annotate_heatmap(image, values, decimals=2, fontsize=8, fmt=None):
-    """Write each value of a heatmap drawn by ``ax.imshow`` in its cell, in black or white, whichever has
-    more contrast with the cell's colour.
+    """Write each value of a heatmap drawn by ``ax.imshow`` in its cell, in dark ink or white, whichever has
+    the higher contrast with the cell's colour.
 
     Args:
         image: what ``ax.imshow(values, ...)`` returned (its colour map and limits pick the text colour).
@@ -115,10 +181,8 @@ def annotate_heatmap(image, values, decimals=2, fontsize=8, fmt=None):
     for row in range(values.shape[0]):
         for col in range(values.shape[1]):
             v = values[row, col].item()
-            red, green, blue, _ = image.cmap(image.norm(v))
-            luminance = 0.2126 * red + 0.7152 * green + 0.0722 * blue
             image.axes.text(col, row, fmt(v), ha="center", va="center", fontsize=fontsize,
-                            color="black" if luminance > 0.45 else "white")
+                            color=text_colour_on(image.cmap(image.norm(v))))
 
 
 def plot_head_map(scores, ax=None, title=None, vmin=0.0, vmax=1.0, cmap=ATTENTION_CMAP, decimals=2):
@@ -127,26 +191,38 @@ def plot_head_map(scores, ax=None, title=None, vmin=0.0, vmax=1.0, cmap=ATTENTIO
     Args:
         scores: shape (n_layers, h), for example a head score of every head of a model.
         vmin, vmax: the colour scale's ends (None: the scores' own range).
+        cmap: the colour map; by default white (vmin) to the neutral colour of weights (vmax).
+    Each head's number on the axis sits in a box of its hue.
     """
     scores = torch.as_tensor(scores).detach().float().cpu()
     if scores.dim() != 2:
         raise ValueError(f"scores must have shape (n_layers, h), got {tuple(scores.shape)}")
     n_layers, n_heads = scores.shape
-    if ax is None:
-        _, ax = plt.subplots(figsize=(0.45 * n_heads + 1.5, 0.45 * n_layers + 1.0))
-    image = ax.imshow(scores.numpy(), cmap=cmap, vmin=vmin, vmax=vmax)
-    ax.set_xticks(range(n_heads))
-    ax.set_yticks(range(n_layers))
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
-    if title:
-        ax.set_title(title)
-    annotate_heatmap(image, scores, fontsize=6,  # ".86" rather than "0.86", to fit the small cells
-                     fmt=lambda v: f"{v:.{decimals}f}".lstrip("0") if 0 <= v < 1 else f"{v:.{decimals - 1}f}")
+    with use_book_style():
+        if ax is None:
+            _, ax = plt.subplots(figsize=(0.45 * n_heads + 1.5, 0.45 * n_layers + 1.0))
+        image = ax.imshow(scores.numpy(), cmap=cmap, vmin=vmin, vmax=vmax)
+        _frame(ax, n_layers, n_heads)
+        ax.set_xticks(range(n_heads))
+        ax.set_yticks(range(n_layers))
+        for j, label in enumerate(ax.get_xticklabels()):
+            head_label_box(label, j)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        if title:
+            ax.set_title(title)
+        annotate_heatmap(image, scores, fontsize=6,  # ".86" rather than "0.86", to fit the small cells
+                         fmt=lambda v: f"{v:.{decimals}f}".lstrip("0") if 0 <= v < 1 else f"{v:.{decimals - 1}f}")
     return ax
 
 
-def plot_head_mosaic(weights, ax=None, title=None, gap=1):
+def head_label_box(text, head):
+    """Put a matplotlib Text (a tick label, a title) in a box of head ``head``'s hue, in ink that contrasts with it."""
+    text.set_bbox({"facecolor": head_colour(head), "edgecolor": INK, "linewidth": 0.4, "boxstyle": "round,pad=0.25"})
+    text.set_color(text_colour_on(head_colour(head)))
+
+
+def plot_head_mosaic(weights, ax=None, title=None, gap=1, by_head=True):
     """Every head of every layer in one image: a tile of (L, S) weights per head, layers down, heads across.
 
     One image draws far faster than n_layers x h separate heatmaps (72 for a 6-layer, 12-head model), at the
@@ -155,33 +231,43 @@ def plot_head_mosaic(weights, ax=None, title=None, gap=1):
     Args:
         weights: shape (n_layers, h, L, S), one sentence's weights.
         gap: width in cells of the white lines between tiles.
+        by_head: draw head j's tiles from white (0) to its hue (1), ``head_cmap(j)``; False: every tile in the
+            neutral colour of weights, with a colour bar.
     """
     weights = torch.as_tensor(weights).detach().float().cpu()
     if weights.dim() != 4:
         raise ValueError(f"weights must have shape (n_layers, h, L, S), got {tuple(weights.shape)}")
     n_layers, n_heads, L, S = weights.shape
-    mosaic = torch.full((n_layers * (L + gap) - gap, n_heads * (S + gap) - gap), float("nan"))
-    for i in range(n_layers):
-        for j in range(n_heads):
-            mosaic[i * (L + gap):i * (L + gap) + L, j * (S + gap):j * (S + gap) + S] = weights[i, j]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(0.11 * mosaic.shape[1] + 1.5, 0.11 * mosaic.shape[0] + 1.0))
-    cmap = plt.get_cmap(ATTENTION_CMAP).with_extremes(bad="white")  # the gaps between tiles are NaN
-    image = ax.imshow(mosaic.numpy(), cmap=cmap, vmin=0.0, vmax=1.0)
-    ax.set_xticks([j * (S + gap) + (S - 1) / 2 for j in range(n_heads)], range(n_heads))
-    ax.set_yticks([i * (L + gap) + (L - 1) / 2 for i in range(n_layers)], [f"layer {i}" for i in range(n_layers)])
-    ax.set_xlabel("head")
-    ax.tick_params(length=0)
-    for side in ax.spines.values():
-        side.set_visible(False)
-    if title:
-        ax.set_title(title)
-    ax.figure.colorbar(image, ax=ax, fraction=0.02, pad=0.02)
+    mosaic = torch.ones(n_layers * (L + gap) - gap, n_heads * (S + gap) - gap, 4)  # white between the tiles
+    for j in range(n_heads):
+        cmap = attention_cmap(j if by_head else None)
+        for i in range(n_layers):
+            tile = torch.as_tensor(cmap(weights[i, j].clamp(0, 1).numpy()), dtype=torch.float32)
+            mosaic[i * (L + gap):i * (L + gap) + L, j * (S + gap):j * (S + gap) + S] = tile
+    with use_book_style():
+        if ax is None:
+            _, ax = plt.subplots(figsize=(0.11 * mosaic.shape[1] + 1.5, 0.11 * mosaic.shape[0] + 1.0))
+        ax.imshow(mosaic.numpy())
+        for i in range(n_layers):  # an outline around each tile, so that white (zero) cells stay inside it
+            for j in range(n_heads):
+                ax.add_patch(Rectangle((j * (S + gap) - 0.5, i * (L + gap) - 0.5), S, L, fill=False,
+                                       edgecolor="#BBBBBB", lw=0.4))
+        ax.set_xticks([j * (S + gap) + (S - 1) / 2 for j in range(n_heads)], range(n_heads))
+        ax.set_yticks([i * (L + gap) + (L - 1) / 2 for i in range(n_layers)],
+                      [f"layer {i}" for i in range(n_layers)])
+        if by_head:
+            for j, label in enumerate(ax.get_xticklabels()):
+                head_label_box(label, j)
+        ax.set_xlabel("head (each tile: white = weight 0, the head's full hue = weight 1)" if by_head else "head")
+        ax.tick_params(length=0, pad=5)
+        for side in ax.spines.values():
+            side.set_visible(False)
+        if title:
+            ax.set_title(title)
+        if not by_head:
+            image = plt.cm.ScalarMappable(cmap=ATTENTION_CMAP, norm=plt.Normalize(0.0, 1.0))
+            ax.figure.colorbar(image, ax=ax, fraction=0.02, pad=0.02, label="attention weight")
     return ax
-
-
-MASK_COLOURS = {"may attend": "#727272", "may not attend": "#ffffff",
-                "hidden by mistake (not in the future)": "#e69f00"}
 
 
 def plot_causal_alignments(L, S):
@@ -189,34 +275,33 @@ def plot_causal_alignments(L, S):
 
     The L queries are the last L positions of the sequence, S - L ... S - 1, and the rows are labelled with those
     positions. Left: the triangle aligned top-left (what ``is_causal=True`` builds), which lets query i see only
-    keys 0 ... i and so hides keys that are not in the query's future (orange). Right: the triangle aligned bottom-right
-    (``causal_mask(L, S)``), in which the query at position p sees keys 0 ... p. Returns the Figure.
+    keys 0 ... i and so hides keys that are not in the query's future (vermillion and hatched). Right: the
+    triangle aligned bottom-right (``causal_mask(L, S)``), in which the query at position p sees keys 0 ... p.
+    Cells that may attend are in the colour of weights, the future is white. Returns the Figure.
     """
     if not 0 < L <= S:
         raise ValueError(f"need 0 < L <= S, got L={L} and S={S}")
-    from matplotlib.colors import to_rgb
-    from matplotlib.patches import Patch
-
     positions = torch.arange(S - L, S)[:, None]  # (L, 1): where each query sits in the sequence
     keys = torch.arange(S)[None, :]  # (1, S)
     bottom_right = keys <= positions  # (L, S)
     top_left = torch.ones(L, S, dtype=torch.bool).tril()  # (L, S)
-    fig, axes = plt.subplots(1, 2, figsize=(0.55 * S * 2 + 2.5, 0.55 * L + 1.6))
-    panels = [(top_left, "aligned top-left (is_causal=True)"),
-              (bottom_right, f"aligned bottom-right (causal_mask({L}, {S}))")]
-    for ax, (mask, title) in zip(axes, panels, strict=True):
-        meaning = torch.where(mask, 0, torch.where(bottom_right, 2, 1))  # 0 may, 1 may not, 2 hidden by mistake
-        rgb = [[to_rgb(list(MASK_COLOURS.values())[m]) for m in row] for row in meaning.tolist()]
-        ax.imshow(rgb)
-        ax.set_xticks(range(S))
-        ax.set_yticks(range(L), [str(p) for p in range(S - L, S)])
-        ax.set_xticks([j - 0.5 for j in range(S + 1)], minor=True)
-        ax.set_yticks([i - 0.5 for i in range(L + 1)], minor=True)
-        ax.grid(which="minor", color="#606060", linewidth=1)
-        ax.tick_params(which="minor", length=0)
-        ax.set(xlabel="key position", ylabel="query position", title=title)
-        ax.title.set_fontsize(10)
-    handles = [Patch(facecolor=c, edgecolor="#606060", label=m) for m, c in MASK_COLOURS.items()]
-    fig.legend(handles=handles, loc="lower center", ncol=3, frameon=False, fontsize=9)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    with use_book_style():
+        fig, axes = plt.subplots(1, 2, figsize=(0.55 * S * 2 + 2.5, 0.55 * L + 1.8))
+        panels = [(top_left, "aligned top-left (is_causal=True)"),
+                  (bottom_right, f"aligned bottom-right (causal_mask({L}, {S}))")]
+        for ax, (mask, title) in zip(axes, panels, strict=True):
+            meaning = torch.where(mask, 0, torch.where(bottom_right, 2, 1))  # 0 may, 1 may not, 2 hidden by mistake
+            ax.imshow(_mask_rgb(meaning))
+            for r, c in (meaning == 2).nonzero().tolist():
+                ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch=MISTAKE_HATCH,
+                                       edgecolor=tint(INK, 0.2), lw=0, gid="mistake"))
+            ax.set_xticks(range(S))
+            ax.set_yticks(range(L), [str(p) for p in range(S - L, S)])
+            _frame(ax, L, S, colour=INK, width=0.6)
+            ax.set(xlabel="key position", ylabel="query position", title=title)
+        handles = [Patch(facecolor=c, edgecolor=INK, lw=0.6, label=m,
+                         hatch=MISTAKE_HATCH if m.startswith("hidden") else None)
+                   for m, c in MASK_COLOURS.items()]
+        fig.legend(handles=handles, loc="lower center", ncol=3, frameon=False)
+        fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig

@@ -12,10 +12,12 @@ reordered so that neighbouring heads also differ in lightness, so that they stay
 import contextlib
 
 import matplotlib as mpl
+from cycler import cycler
 from matplotlib.colors import LinearSegmentedColormap, to_rgb
 
-# Paul Tol's muted palette, ordered dark, light, dark, light... so that heads i and i + 1 differ in greyscale too.
-HEAD_HUES = ["#332288", "#DDCC77", "#882255", "#88CCEE", "#117733", "#CC6677", "#44AA99", "#999933", "#AA4499"]
+# Paul Tol's muted palette, ordered dark, light, dark, light... so that heads i and i + 1 differ in greyscale too
+# (clearly for the first seven heads; the last three hues have close lightness, so figures label heads as well).
+HEAD_HUES = ["#332288", "#DDCC77", "#882255", "#88CCEE", "#117733", "#999933", "#AA4499", "#44AA99", "#CC6677"]
 
 # Okabe and Ito's palette: a fixed family per role.
 ROLE_COLOURS = {
@@ -60,19 +62,46 @@ def colour_map(colour: str, name: str = "") -> LinearSegmentedColormap:
     return LinearSegmentedColormap.from_list(name or f"white-{colour}", ["#FFFFFF", colour])
 
 
+def shade(colour: str, amount: float) -> tuple:
+    """``colour`` mixed with black: amount 0 gives the colour, 1 gives black."""
+    return tuple(c * (1 - amount) for c in to_rgb(colour))
+
+
 def head_cmap(i: int) -> LinearSegmentedColormap:
-    """The colour map of head i's heatmaps: white to the head's hue."""
-    return colour_map(head_colour(i), f"head-{i}")
+    """The colour map of head i's heatmaps: white, through the head's hue, to a dark shade of it, so that a light
+    hue (sand, light blue) still shows large weights clearly and the map reads in greyscale."""
+    hue = head_colour(i)
+    return LinearSegmentedColormap.from_list(f"head-{i}", ["#FFFFFF", hue, shade(hue, 0.55)])
+
+
+# Lines and bars of a chart that are not heads: the role colours, in an order that stays apart in greyscale.
+CHART_COLOURS = [ROLE_COLOURS[r] for r in ("query", "key", "value", "weight", "mask", "output")]
+# A line or bar that stands for an attention variant (chapters 7 to 10): the same colour, marker and line style in
+# every chart, dark to light from MHA to MQA, so that the variants stay apart in greyscale too.
+VARIANT_COLOURS = {"MHA": CHART_COLOURS[0], "GQA": CHART_COLOURS[2], "MQA": CHART_COLOURS[1]}
+VARIANT_MARKERS = {"MHA": "o", "GQA": "^", "MQA": "s"}
+VARIANT_LINES = {"MHA": "-", "GQA": "-.", "MQA": "--"}
+# How chapter 9 initialises the K/V heads of a converted model: the chart colours the variants leave free.
+INIT_COLOURS = {"mean": CHART_COLOURS[3], "first": CHART_COLOURS[4], "random": CHART_COLOURS[5]}
+
+BOOK_RC = {
+    "font.size": FONT_SIZE, "axes.titlesize": FONT_SIZE + 1, "axes.labelsize": FONT_SIZE,
+    "xtick.labelsize": FONT_SIZE - 1, "ytick.labelsize": FONT_SIZE - 1, "legend.fontsize": FONT_SIZE - 1,
+    "lines.linewidth": 1.5, "axes.linewidth": LINE_WIDTH, "axes.edgecolor": INK, "text.color": INK,
+    "axes.labelcolor": INK, "xtick.color": INK, "ytick.color": INK, "figure.dpi": 100,
+    "axes.spines.top": False, "axes.spines.right": False, "axes.prop_cycle": cycler(color=CHART_COLOURS),
+    "image.cmap": "cividis",
+}
 
 
 @contextlib.contextmanager
 def use_book_style():
-    """Matplotlib settings shared by every figure of the book (fonts, line weights), for the duration of a block."""
-    with mpl.rc_context({
-        "font.size": FONT_SIZE, "axes.titlesize": FONT_SIZE + 1, "axes.labelsize": FONT_SIZE,
-        "xtick.labelsize": FONT_SIZE - 1, "ytick.labelsize": FONT_SIZE - 1, "legend.fontsize": FONT_SIZE - 1,
-        "lines.linewidth": 1.5, "axes.linewidth": LINE_WIDTH, "axes.edgecolor": INK, "text.color": INK,
-        "axes.labelcolor": INK, "xtick.color": INK, "ytick.color": INK, "figure.dpi": 100,
-        "axes.spines.top": False, "axes.spines.right": False,
-    }):
+    """Matplotlib settings shared by every figure of the book (fonts, line weights, chart colours), for the
+    duration of a block."""
+    with mpl.rc_context(BOOK_RC):
         yield
+
+
+def apply_book_style():
+    """Make the book's matplotlib settings the default for every figure drawn afterwards (a chapter's charts)."""
+    mpl.rcParams.update(BOOK_RC)
