@@ -117,7 +117,7 @@ def test_heatmap_numbers_contrast_with_their_cells():
     fig, ax = plt.subplots()
     image = ax.imshow([[0.0, 1.0]], cmap=head_cmap(0), vmin=0.0, vmax=1.0)
     annotate_heatmap(image, [[0.0, 1.0]])
-    assert [text.get_color() for text in ax.texts] == [INK, "white"]  # white cell, head 0's dark indigo
+    assert [text.get_color() for text in ax.texts] == [INK, "#FFFFFF"]  # white cell, head 0's dark indigo
     plt.close(fig)
 
 

@@ -121,3 +121,11 @@ def test_variants_and_initialisations_have_fixed_distinct_colours_and_markers():
     colours = list(VARIANT_COLOURS.values()) + list(INIT_COLOURS.values())
     assert len(set(colours)) == len(colours)  # a chart of chapters 6 to 10 never gives two meanings one colour
     assert grey(VARIANT_COLOURS["MHA"]) < grey(VARIANT_COLOURS["GQA"]) < grey(VARIANT_COLOURS["MQA"])
+
+
+def test_text_on_every_hue_reaches_wcag_contrast():
+    from attention_book.figures.style import ROLE_COLOURS, contrast_ratio, text_colour_on, tint
+
+    for colour in [*HEAD_HUES, *ROLE_COLOURS.values(), *(tint(h, 0.55) for h in HEAD_HUES)]:
+        assert contrast_ratio(text_colour_on(colour), colour) >= 4.5, colour
+    assert contrast_ratio("#000000", "#FFFFFF") == pytest.approx(21)

@@ -19,7 +19,7 @@ _COLOURS = {"input": tint(ROLE_COLOURS["input"], 0.5), "proj": "#FFFFFF", "conca
 
 
 def _text_colour(colour):
-    from .plotting import text_colour_on
+    from .style import text_colour_on
 
     return text_colour_on(colour)
 

@@ -13,7 +13,7 @@ from ..validation import require_divisible, require_positive
 from .blocks import new_canvas
 from .cache_calculator import JS_NUMBERS
 from .interactive import View
-from .style import FONT_SIZE, INK, head_colour, kv_head_colour, use_book_style
+from .style import FONT_SIZE, INK, head_colour, kv_head_colour, text_colour_on, use_book_style
 
 MAX_HEADS = 256  # the view draws every query head
 
@@ -116,12 +116,6 @@ _STYLE = """
 """
 
 
-def _ink(colour) -> str:
-    """Text colour readable on ``colour``: white on dark hues, the book's ink on light ones."""
-    from matplotlib.colors import to_rgb
-
-    r, g, b = to_rgb(colour)
-    return "#FFFFFF" if 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.45 else INK
 
 
 def _config(model, n_heads, n_kv_heads, n_layers, d_head):
@@ -141,14 +135,14 @@ def draw_groups(n_heads, n_kv_heads, ax, y=0.0):
         ax.add_patch(Circle((i + 0.5, y + 0.5), 0.42, facecolor=head_colour(i), edgecolor=INK, lw=0.6))
         if labelled:
             ax.text(i + 0.5, y + 0.5, str(i), ha="center", va="center", fontsize=FONT_SIZE - 3,
-                    color=_ink(head_colour(i)))
+                    color=text_colour_on(head_colour(i)))
     for j in range(n_kv_heads):
         colour = kv_head_colour(j, n_heads, n_kv_heads)
         ax.add_patch(Rectangle((j * group + 0.08, y + 1.2), group - 0.16, 0.8, facecolor=colour, edgecolor=INK,
                                lw=0.8))
         if labelled and group >= 2:
             ax.text(j * group + group / 2, y + 1.6, f"K/V {j}", ha="center", va="center", fontsize=FONT_SIZE - 3,
-                    color=_ink(colour))
+                    color=text_colour_on(colour))
         for i in range(j * group, (j + 1) * group):
             ax.plot([i + 0.5, j * group + group / 2], [y + 0.92, y + 1.2], color=INK, lw=0.4)
     return 2.0
@@ -185,8 +179,9 @@ def head_sharing_explorer(n_heads=32, n_kv_heads=8, n_layers=32, d_head=128, con
     kv = {str(k): [kv_head_colour(j, h, k) for j in range(k)] for k in gs}
     data = {"n_heads": h, "n_layers": config.n_layers, "d_head": config.d_head, "context": context,
             "bytes_per_element": bytes_per_element, "divisors": gs,
-            "q_colours": [head_colour(i) for i in range(h)], "q_ink": [_ink(head_colour(i)) for i in range(h)],
-            "kv_colours": kv, "kv_ink": {k: [_ink(c) for c in cs] for k, cs in kv.items()}}
+            "q_colours": [head_colour(i) for i in range(h)],
+            "q_ink": [text_colour_on(head_colour(i)) for i in range(h)],
+            "kv_colours": kv, "kv_ink": {k: [text_colour_on(c) for c in cs] for k, cs in kv.items()}}
     name = "" if config.name == "your sizes" else f"{config.name}: "
     body = (f'<p><label for="{{uid}}-g">K/V heads g, among the divisors of h = {h}</label> '
             f'<input type="range" id="{{uid}}-g" class="ab-control" min="0" max="{len(gs) - 1}" step="1" '

@@ -62,7 +62,7 @@ def _banded(ax, x, y, rows, n_heads, d_head, max_cells, across=True):
 
 
 def _head_number(ax, x, y, i):
-    from .plotting import text_colour_on
+    from .style import text_colour_on
 
     ax.text(x, y, str(i), ha="center", va="center", fontsize=FONT_SIZE - 1, fontweight="bold",
             color=text_colour_on(tint(head_colour(i), _LIGHT)))

@@ -15,7 +15,7 @@ import torch
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch, Rectangle
 
-from .style import INK, ROLE_COLOURS, colour_map, head_cmap, head_colour, tint, use_book_style
+from .style import INK, ROLE_COLOURS, colour_map, head_cmap, head_colour, text_colour_on, tint, use_book_style
 
 ATTENTION_CMAP = colour_map(ROLE_COLOURS["weight"], "attention-weight")
 VALUE_CMAP = "cividis"
@@ -26,21 +26,6 @@ def attention_cmap(head=None):
     return ATTENTION_CMAP if head is None else head_cmap(head)
 
 
-def _relative_luminance(rgb):
-    """WCAG relative luminance of an sRGB colour (0 black, 1 white)."""
-    def linear(c):
-        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
-    red, green, blue = (linear(c) for c in rgb[:3])
-    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
-
-
-def text_colour_on(colour):
-    """INK or white, whichever has the higher contrast ratio with ``colour`` (any matplotlib colour)."""
-    background = _relative_luminance(to_rgb(colour))
-    dark = _relative_luminance(to_rgb(INK))
-    on_dark = (background + 0.05) / (dark + 0.05)
-    on_white = 1.05 / (background + 0.05)
-    return INK if on_dark >= on_white else "white"
 
 
 def plot_attention(weights, queries, keys, ax=None, title=None, annotate=True, head=None):

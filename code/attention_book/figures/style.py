@@ -51,6 +51,29 @@ def kv_head_colour(j: int, n_heads: int, n_kv_heads: int) -> str:
     return head_colour(j * (n_heads // n_kv_heads))
 
 
+def relative_luminance(colour) -> float:
+    """WCAG relative luminance of a colour (any matplotlib colour): 0 for black, 1 for white."""
+    def linear(c):
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+    red, green, blue = (linear(c) for c in to_rgb(colour))
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+
+def contrast_ratio(first, second) -> float:
+    """WCAG contrast ratio of two colours, from 1 (the same) to 21 (black on white)."""
+    lighter, darker = sorted((relative_luminance(first), relative_luminance(second)), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def text_colour_on(colour) -> str:
+    """The colour for text on ``colour``: the book's ink, else white, whichever first reaches WCAG's 4.5:1 for
+    small text; black when neither does (on a mid-light hue such as rose)."""
+    for text in (INK, "#FFFFFF"):
+        if contrast_ratio(text, colour) >= 4.5:
+            return text
+    return "#000000"
+
+
 def tint(colour: str, amount: float) -> tuple:
     """``colour`` mixed with white: amount 0 gives the colour, 1 gives white."""
     r, g, b = to_rgb(colour)
