@@ -45,7 +45,7 @@ def test_draws_every_head_in_its_hue(d_model, n_heads, d_head, L):
         assert sum(p.get_facecolor()[:3] == pytest.approx(hue) for p in stacked + bands) == 6
     labels = [t.get_text() for t in fig.axes[0].texts]
     assert f"W_Q (d_model, h·d_head)\n({d_model}, {n_heads * d_head})" in labels
-    assert f"q by head\n(B, h, L, d_head)\n({n_heads}, {L}, {d_head})" in labels
+    assert f"q by head\n(h, L, d_head)\n({n_heads}, {L}, {d_head})" in labels
 
 
 @pytest.mark.parametrize("kwargs, message", [

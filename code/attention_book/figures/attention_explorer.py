@@ -2,8 +2,8 @@
 
 The tokens sit in a row. Hovering or focusing a token (Tab to the row, then the arrow keys, Home and End) makes it
 the query: below the row, one strip of bars per head, in that head's colour, shows how much of the token's weight
-goes to each token above it (a bar's height is the weight), and the strip's right end names the token that gets
-the most. Where the weights have layers, a labelled ``<select>`` picks the layer.
+goes to each token above it (a bar's height is the weight); under the head's name is the token that gets the
+most. Where the weights have layers, a labelled ``<select>`` picks the layer.
 
 ``attention_explorer(weights, tokens)`` returns a ``View`` (``figures.interactive``): self-contained HTML with the
 weights inlined, and a PNG fallback drawn by ``plot_query_weights`` (every head's weights for the first query shown).
@@ -162,9 +162,9 @@ color:#222;cursor:pointer;white-space:pre}
 #{uid} .ab-q{background:#e6e6e6}
 #{uid} .ab-bar{width:70%;box-sizing:border-box;border:1px solid #222;border-bottom:0}
 #{uid} .ab-zero{border:0}
-#{uid} .ab-head{white-space:nowrap;padding-right:6px;text-align:right;align-self:center;font-size:12px}
+#{uid} .ab-head{white-space:nowrap;overflow:hidden;padding-right:6px;text-align:right;align-self:center;font-size:12px}
 #{uid} .ab-sw{display:inline-block;width:.8em;height:.8em;border:1px solid #222;margin-right:4px;vertical-align:-1px}
-#{uid} .ab-best{white-space:nowrap;padding-left:6px;align-self:center;font-size:12px}
+#{uid} .ab-best{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;font-size:11px;color:#444}
 #{uid} .ab-key{font-size:11px;color:#555;text-align:center;white-space:pre}
 #{uid} .ab-sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 """
@@ -195,7 +195,7 @@ function quote(j) { return "token " + j + " '" + T[j] + "'"; }
 var widest = Math.max.apply(null, data.names.map(function (row) {
   return Math.max.apply(null, row.map(function (name, hd) { return headLabel(hd, name).length; }));
 }));
-grid.style.gridTemplateColumns = 'minmax(' + (widest + 3) + 'ch, auto) repeat(' + n + ', minmax(1.8em, auto)) auto';
+grid.style.gridTemplateColumns = (widest + 3) + 'ch repeat(' + n + ', minmax(1.8em, auto))';
 var tokenRow = el('div', 'ab-row');
 tokenRow.setAttribute('role', 'group');
 tokenRow.setAttribute('aria-label', 'Tokens: the chosen one is the query (arrow keys move along)');
@@ -215,7 +215,6 @@ var buttons = T.map(function (t, j) {
   });
   return b;
 });
-el('div', '', '', tokenRow);
 var cells = [], bars = [], heads = [], bests = [];
 for (var hd = 0; hd < h; hd++) {
   var label = el('div', 'ab-head');
@@ -227,7 +226,7 @@ for (var hd = 0; hd < h; hd++) {
     bars.push(el('div', 'ab-bar', undefined, cell));
     bars[bars.length - 1].style.background = data.colours[hd];
   }
-  bests.push(el('div', 'ab-best', ''));
+  bests.push(el('div', 'ab-best', '', label));  // under the head's name, so the view fits a narrow page
 }
 el('div', '');
 T.forEach(function (t) { el('div', 'ab-key', t).setAttribute('aria-hidden', 'true'); });

@@ -86,7 +86,8 @@ def draw_gqa_fold(n_heads=8, n_kv_heads=2, seq_len=2, kv_len=4096, d_head=128, b
         y = 0.0
         _title(ax, y, "repeat_kv: each K/V head copied for every query head of its group",
                f"K and V, {sizes}: writes {format_bytes(rep['written'])} of copies, "
-               f"reads {format_bytes(rep['read'])}")
+               f"reads {format_bytes(rep['read'])} ({format_bytes(rep['read'] - rep['written'])} to copy, "
+               f"{format_bytes(rep['written'])} in attention)")
         y += title_h
         for j in range(shown):
             hue = kv_head_colour(j, n_heads, n_kv_heads)

@@ -189,8 +189,8 @@ def head_sharing_explorer(n_heads=32, n_kv_heads=8, n_layers=32, d_head=128, con
             f'<div id="{{uid}}-groups" class="ab-groups" role="img" aria-label=""></div>'
             f'<dl id="{{uid}}-numbers" aria-live="polite">'
             f"<dt>KV cache</dt><dd id=\"{{uid}}-cache\"></dd>"
-            f"<dt>read per decode step</dt><dd id=\"{{uid}}-read\"></dd>"
-            f"<dt>arithmetic per step</dt><dd id=\"{{uid}}-flops\"></dd></dl>"
+            f"<dt>attention reads per decode step</dt><dd id=\"{{uid}}-read\"></dd>"
+            f"<dt>attention arithmetic per step</dt><dd id=\"{{uid}}-flops\"></dd></dl>"
             f'<p style="font-size:12px;margin:0.3em 0">{name}{config.n_layers} layers, h = {h}, d_head = '
             f"{config.d_head}, one sequence of {context:,} cached tokens, {bytes_per_element} byte"
             f"{'s' * (bytes_per_element > 1)} per number. Query head i (a circle, in its colour) reads the K/V head "

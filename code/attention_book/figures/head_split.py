@@ -107,15 +107,14 @@ def draw_head_split(d_model=12, n_heads=3, d_head=4, L=5, max_cells=16):
         scale = min(0.22, 13.0 / canvas_w)
         A = max(11.0, 2.1 / scale)
     line = FONT_SIZE * 1.45 / 72 / scale  # the height of a line of text, in data units
-    canvas_h = top + row1 + 6 + max(wd, rows) + 1.5
     top += 3.3 * line  # room for the three-line labels of the stacks
     canvas_h = top + row1 + 4 + max(wd, rows) + 1.5 + 5 * line
     fig, ax = new_canvas(canvas_w, canvas_h, scale=scale)
-    B = "B"
 
-    def fmt(name, letters):
-        numbers = ", ".join(str(s) for s in shapes[name] if s != B)
-        return f"{letters}\n({numbers})" if len(letters) < 30 else letters
+    def fmt(name, letters):  # one batch element: a tensor's B is left out of its letters and its numbers
+        shape = shapes[name][1:] if letters.count("(B, ") else shapes[name]
+        letters = letters.replace("(B, ", "(")
+        return f"{letters}\n({', '.join(map(str, shape))})" if len(letters) < 30 else letters
 
     with use_book_style():
         # Top row: x W_Q = q, then the regrouping by head.
@@ -145,7 +144,7 @@ def draw_head_split(d_model=12, n_heads=3, d_head=4, L=5, max_cells=16):
         x += A
         stack_top = mid - stack_height / 2
         stacks = []
-        for column, title in ((x, "q by head\n(B, h, L, d_head)"), (x + hw + A, "out by head\n(B, h, L, d_head)")):
+        for column, title in ((x, "q by head\n(h, L, d_head)"), (x + hw + A, "out by head\n(h, L, d_head)")):
             for i in range(n_heads):
                 by = stack_top + i * step
                 _grid(ax, column, by, hw, hh, L if L <= max_cells else None,

@@ -51,7 +51,8 @@ def draw_sdpa_matrices(L=4, S=6, d_k=3, d_v=2, row=1, max_cells=16):
             w, h = sizes[name]
             y = top + (height - h) / 2
             highlight = (row,) if name in ("Q", "scores", "weights", "output") else ()
-            label = f"{name}\n{letters[name]} = ({rows}, {cols})"
+            shown = "Q Kᵀ" if name == "scores" else name  # the raw scores, before ÷ √d_k
+            label = f"{shown}\n{letters[name]} = ({rows}, {cols})"
             draw_block(ax, x, y, rows, cols, colours[name], label, max_cells=max_cells, highlight_rows=highlight,
                        light=0.7)
             if highlight and rows > max_cells:
@@ -68,7 +69,7 @@ def draw_sdpa_matrices(L=4, S=6, d_k=3, d_v=2, row=1, max_cells=16):
                         fontsize=FONT_SIZE + 4, color=INK)
                 x += gap
         ax.text(width / 2, top + height + 1.2,
-                f"Query {row} (the full-colour row) meets every key: one row of S = {S} scores, then one row of "
+                f"Query {row} (the full-colour row) meets every key: one row of S = {S} dot products, then one row of "
                 f"weights that sums to 1,\nthen one output row, the average of the {S} value rows in those "
                 f"proportions.", ha="center", va="top", fontsize=FONT_SIZE, color=INK)
     return fig
