@@ -9,6 +9,7 @@ import nbformat
 import pytest
 import torch
 from attention_book.checks import CheckFailed
+from attention_book.checks._compare import _see_hint
 from attention_book.masks import causal_mask
 from conftest import ROOT, chapter_paths
 
@@ -237,8 +238,14 @@ def test_an_unrecognised_wrong_answer_names_no_mistake():
     assert "L=2, S=7" in str(error.value) and "Likely mistake" not in str(error.value), str(error.value)
 
 
+def rendered(source):
+    """A hint's source as the learner reads it: a call _see_hint("name") becomes the text it returns."""
+    call = re.fullmatch(r'_see_hint\("(\w+)"\)', source)
+    return _see_hint(call.group(1)) if call else source
+
+
 def generic_hints():
-    """(check name, source of the hint) for every hint a check passes to _compare: the line a wrong answer that
+    """(check name, the hint as shown) for every hint a check passes to _compare: the line a wrong answer that
     matches no known mistake is told."""
     found = []
     for path in sorted((ROOT / "code" / "attention_book" / "checks").glob("*.py")):
@@ -248,12 +255,14 @@ def generic_hints():
                 for node in ast.walk(function):
                     if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_compare":
                         hints = [k.value for k in node.keywords if k.arg == "hint"] or node.args[4:5]
-                        found += [(function.name, ast.get_source_segment(source, h)) for h in hints]
+                        found += [(function.name, rendered(ast.get_source_segment(source, h))) for h in hints]
     return found
 
 
 def test_the_checks_pass_hints_to_compare():
-    assert len(generic_hints()) >= 15
+    hints = [hint for _, hint in generic_hints()]
+    assert len(hints) >= 15
+    assert sum(hint.startswith('checks.hint("') for hint in hints) >= 10  # rendered: the pointer, not the call
 
 
 @pytest.mark.parametrize("check, hint", generic_hints(), ids=lambda x: x if x.startswith("check_") else "")

@@ -145,7 +145,7 @@ def test_the_causal_fast_path_builds_no_mask_and_gives_the_same_output(n_kv_head
     layer, x = layer_and_tokens(n_kv_heads)
     with torch.no_grad():
         masked, _ = layer(x, mask=causal_mask(5))
-        with mock.patch("attention_book.attention_layer.causal_mask", side_effect=AssertionError("mask built")):
+        with mock.patch("attention_book.attention_layer.layer_mask", side_effect=AssertionError("mask built")):
             fast, _ = layer(x, is_causal=True)
     torch.testing.assert_close(fast, masked)
 

@@ -4,9 +4,9 @@ from torch import nn
 
 from .grouped_sdpa import grouped_query_sdpa
 from .kv_cache import KVCache
-from .masks import causal_mask
+from .masks import layer_mask
 from .sdpa import scaled_dot_product_attention
-from .validation import check_layer_inputs, check_mask, require_divisible, require_positive
+from .validation import check_layer_inputs, require_divisible, require_positive
 
 
 class GroupedQueryAttention(nn.Module):
@@ -73,15 +73,18 @@ class GroupedQueryAttention(nn.Module):
         v = self.v_proj(kv).view(B, S, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, g, S, d_head)
         if cache is not None:
             k, v = cache.append(k, v)  # now (B, g, S, d_head) with S = every cached token
-        if need_weights:
-            group = self.n_heads // self.n_kv_heads
-            k = k.repeat_interleave(group, dim=1)  # (B, h, S, d_head): head i reads K/V head i // group
-            v = v.repeat_interleave(group, dim=1)
-            out, weights = scaled_dot_product_attention(q, k, v, self._full_mask(mask, is_causal, q, k))
-        elif is_causal and mask is None and cache is None and L == S:  # no mask to build; PyTorch skips blocks
-            out, weights = grouped_query_sdpa(q, k, v, is_causal=True), None
+        S = k.shape[2]  # with a cache: every cached token
+        if is_causal and mask is None and cache is None and L == S and not need_weights:
+            out, weights = grouped_query_sdpa(q, k, v, is_causal=True), None  # no mask to build; PyTorch skips blocks
         else:
-            out, weights = grouped_query_sdpa(q, k, v, self._full_mask(mask, is_causal, q, k)), None
+            mask = layer_mask(mask, is_causal, B, self.n_heads, L, S, x.device)  # None, or broadcasts to (B, h, L, S)
+            if need_weights:
+                group = self.n_heads // self.n_kv_heads
+                k = k.repeat_interleave(group, dim=1)  # (B, h, S, d_head): head i reads K/V head i // group
+                v = v.repeat_interleave(group, dim=1)
+                out, weights = scaled_dot_product_attention(q, k, v, mask)
+            else:
+                out, weights = grouped_query_sdpa(q, k, v, mask), None
         out = out.transpose(1, 2).reshape(B, L, self.n_heads * self.d_head)  # concatenate the heads
         return self.o_proj(out), weights
 
@@ -97,19 +100,3 @@ class GroupedQueryAttention(nn.Module):
         return KVCache(batch_size, self.n_kv_heads, self.d_head, max_len,
                        dtype=dtype or weight.dtype, device=device or weight.device)
 
-
-    def _full_mask(self, mask, is_causal, q, k):
-        """Combine the user's mask and the causal mask into one of shape (B|1, h|1, L, S), or None."""
-        B, L, S = q.shape[0], q.shape[2], k.shape[2]
-        if mask is not None:
-            if isinstance(mask, torch.Tensor) and mask.dim() == 3:
-                mask = mask[:, None]  # (B, L, S) -> (B, 1, L, S): the same mask for every head
-            elif isinstance(mask, torch.Tensor) and mask.dim() not in (2, 4):
-                raise ValueError(
-                    f"mask must have shape (L, S), (B, L, S) or (B, 1 or h, L, S), got {tuple(mask.shape)}"
-                )
-            check_mask(mask, torch.Size((B, self.n_heads, L, S)))
-        if is_causal:
-            causal = causal_mask(L, S, device=q.device)
-            mask = causal if mask is None else mask & causal
-        return mask

@@ -1,7 +1,7 @@
 """Boolean attention masks. True means "may attend", as in PyTorch's ``F.scaled_dot_product_attention``."""
 import torch
 
-from .validation import require_positive
+from .validation import check_mask, require_positive
 
 
 def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
@@ -42,3 +42,27 @@ def real_key_mask(lengths, S: int | None = None, device=None) -> torch.Tensor:
         raise ValueError(f"lengths must be <= S={S}, got {lengths.tolist()}")
     positions = torch.arange(S, device=lengths.device)  # (S,)
     return (positions < lengths[:, None])[:, None, :]  # (B, 1, S)
+
+
+def layer_mask(mask, is_causal, batch_size, n_heads, L, S, device=None):
+    """An attention layer's one boolean mask (True = may attend): the caller's ``mask`` and, if ``is_causal``,
+    ``causal_mask(L, S)``, combined; None when there is neither.
+
+    Args:
+        mask: None, or a boolean tensor of shape (L, S), (B, L, S) or (B, 1 or h, L, S).
+
+    Returns:
+        None, or a mask of shape (L, S) or (B or 1, h or 1, L, S) that broadcasts to the scores (B, h, L, S).
+    """
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor) or mask.dim() not in (2, 3, 4):
+            shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise ValueError(f"mask must be a boolean tensor of shape (L, S), (B, L, S) or (B, 1 or h, L, S), "
+                             f"got {shape}")
+        if mask.dim() == 3:
+            mask = mask[:, None]  # (B, L, S) -> (B, 1, L, S): the same mask for every head
+        check_mask(mask, torch.Size((batch_size, n_heads, L, S)))
+    if is_causal:
+        causal = causal_mask(L, S, device=device)  # (L, S), aligned bottom-right
+        mask = causal if mask is None else mask & causal
+    return mask

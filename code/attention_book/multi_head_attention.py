@@ -3,13 +3,12 @@
 This is the layer that chapter 3 builds. It has no KV cache and no sharing of key/value heads: chapter 8's
 ``GroupedQueryAttention`` is the same layer with both added.
 """
-import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .masks import causal_mask
+from .masks import layer_mask
 from .sdpa import scaled_dot_product_attention
-from .validation import check_layer_inputs, check_mask, require_divisible, require_positive
+from .validation import check_layer_inputs, require_divisible, require_positive
 
 
 class MultiHeadAttention(nn.Module):
@@ -63,7 +62,7 @@ class MultiHeadAttention(nn.Module):
         """
         kv = x if kv is None else kv
         B, L, S = check_layer_inputs(x, kv, self.d_model, self.q_proj.weight)
-        mask = self._full_mask(mask, is_causal, B, L, S, x.device)  # None, (L, S) or (B or 1, h or 1, L, S)
+        mask = layer_mask(mask, is_causal, B, self.n_heads, L, S, x.device)  # None, or broadcasts to (B, h, L, S)
         q = self.q_proj(x).view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, L, d_head)
         k = self.k_proj(kv).view(B, S, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, S, d_head)
         v = self.v_proj(kv).view(B, S, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, S, d_head)
@@ -76,18 +75,3 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(B, L, self.n_heads * self.d_head)  # concatenate the heads
         return self.o_proj(out), weights
 
-
-    def _full_mask(self, mask, is_causal, B, L, S, device):
-        """The user's mask and the causal mask as one boolean mask that broadcasts to (B, h, L, S), or None."""
-        if mask is not None:
-            if not isinstance(mask, torch.Tensor) or mask.dim() not in (2, 3, 4):
-                shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
-                raise ValueError(f"mask must be a boolean tensor of shape (L, S), (B, L, S) or (B, 1 or h, L, S), "
-                                 f"got {shape}")
-            if mask.dim() == 3:
-                mask = mask[:, None]  # (B, L, S) -> (B, 1, L, S): the same mask for every head
-            check_mask(mask, torch.Size((B, self.n_heads, L, S)))
-        if is_causal:
-            causal = causal_mask(L, S, device=device)  # (L, S)
-            mask = causal if mask is None else mask & causal
-        return mask

@@ -66,8 +66,7 @@ def _call(fn, args, exercise):
         return fn(*args)
     except NotImplementedError:
         task = EXERCISES[exercise][0]
-        raise CheckFailed(f'{fn.__name__} is not written yet: {task} (checks.hint("{exercise}") gives a hint)'
-                          ) from None
+        raise CheckFailed(f"{fn.__name__} is not written yet: {task} ({_see_hint(exercise)})") from None
     except Exception as error:
         if hasattr(error, "add_note"):  # Python 3.11+
             error.add_note(f"(raised by {fn.__name__} on input: {', '.join(map(_describe, args))})")

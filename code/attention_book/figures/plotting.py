@@ -15,6 +15,7 @@ import torch
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch, Rectangle
 
+from ..masks import causal_mask
 from .style import INK, ROLE_COLOURS, colour_map, head_cmap, head_colour, text_colour_on, tint, use_book_style
 
 ATTENTION_CMAP = colour_map(ROLE_COLOURS["weight"], "attention-weight")
@@ -264,11 +265,7 @@ def plot_causal_alignments(L, S):
     triangle aligned bottom-right (``causal_mask(L, S)``), in which the query at position p sees keys 0 ... p.
     Cells that may attend are in the colour of weights, the future is white. Returns the Figure.
     """
-    if not 0 < L <= S:
-        raise ValueError(f"need 0 < L <= S, got L={L} and S={S}")
-    positions = torch.arange(S - L, S)[:, None]  # (L, 1): where each query sits in the sequence
-    keys = torch.arange(S)[None, :]  # (1, S)
-    bottom_right = keys <= positions  # (L, S)
+    bottom_right = causal_mask(L, S)  # (L, S); its errors name L and S
     top_left = torch.ones(L, S, dtype=torch.bool).tril()  # (L, S)
     with use_book_style():
         fig, axes = plt.subplots(1, 2, figsize=(0.55 * S * 2 + 2.5, 0.55 * L + 1.8))
