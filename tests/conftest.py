@@ -54,3 +54,12 @@ def pytest_terminal_summary(terminalreporter):
         for name, (seconds, setup) in COLAB_TIMES.items():
             terminalreporter.write_line(f"{name:40s} {seconds:6.1f} s  ({setup:.1f} s setup)")
         terminalreporter.write_line(f"{'all':40s} {sum(s for s, _ in COLAB_TIMES.values()):6.1f} s")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium for the tests of the interactive views (tests/views.py), started once per session."""
+    from views import chromium
+
+    with chromium() as launched:
+        yield launched

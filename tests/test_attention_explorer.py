@@ -12,7 +12,7 @@ from attention_book.figures.attention_explorer import (  # noqa: E402
     ALPHABET, attention_explorer, decode_weights, encode_weights, plot_query_weights)
 from attention_book.figures.interactive import MAX_BYTES  # noqa: E402
 from attention_book.figures.style import head_colour  # noqa: E402
-from views import chromium, needs_chromium, open_view  # noqa: E402
+from views import needs_chromium, open_view  # noqa: E402
 
 TOKENS = "[CLS] the cat sat on the mat because it was warm . [SEP]".split()
 
@@ -165,11 +165,6 @@ def test_fallback_rejects_bad_sizes(kwargs, match):
 _BARS = """root => [...root.querySelectorAll('.ab-bar')].map(b => parseFloat(b.style.height) / 100)"""
 _BESTS = """root => [...root.querySelectorAll('.ab-best')].map(b => b.textContent)"""
 
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as chromium_browser:
-        yield chromium_browser
 
 
 def drawn(shown, h, L):

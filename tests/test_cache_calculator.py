@@ -2,8 +2,6 @@
 Chromium, compared exactly with the package's kv_cache_bytes_per_token on every model of the table and on typed
 sizes, some past 2**53 bytes (where a JavaScript Number would no longer be exact). The view is opened alone in a
 page, every request is routed and refused, and the test fails on any request or console error."""
-import contextlib
-import dataclasses
 
 import matplotlib
 
@@ -15,7 +13,7 @@ from attention_book.figures.cache_calculator import GIB, cache_calculator, cache
 from attention_book.figures.interactive import MAX_BYTES  # noqa: E402
 from attention_book.kv_cache import kv_cache_bytes_per_token  # noqa: E402
 from attention_book.validation import require_divisible  # noqa: E402
-from views import chromium, needs_chromium  # noqa: E402
+from views import needs_chromium, open_alone  # noqa: E402
 
 KINDS = ("mha", "this", "mqa")
 
@@ -78,56 +76,16 @@ def test_bad_sizes_are_refused_naming_the_parameter(kwargs, names):
 
 # ---------------------------------------------------------------- in the browser
 
-@dataclasses.dataclass
-class Shown:
-    page: object
-    requests: list
-    errors: list
-
-    def state(self):
-        return self.page.eval_on_selector(".ab-view", "r => r.dataset.state")
-
-    def rows(self):
-        """{kind: (bytes, longest context, largest batch)} as the view shows them, exact (read from its data)."""
-        return self.page.evaluate("""() => Object.fromEntries(['mha', 'this', 'mqa'].map(k => {
-            const r = document.querySelector('tr[id$="-row-' + k + '"]');
-            return [k, [r.dataset.bytes, r.dataset.maxContext, r.dataset.maxBatch]]; }))""")
-
-    def text(self, kind):
-        return self.page.inner_text(f'tr[id$="-row-{kind}"]')
+def rows(shown):
+    """{kind: (bytes, longest context, largest batch)} as the view shows them, exact (read from its data)."""
+    return shown.page.evaluate("""() => Object.fromEntries(['mha', 'this', 'mqa'].map(k => {
+        const r = document.querySelector('tr[id$="-row-' + k + '"]');
+        return [k, [r.dataset.bytes, r.dataset.maxContext, r.dataset.maxBatch]]; }))""")
 
 
-@contextlib.contextmanager
-def open_alone(browser, view, width=1000, height=800):
-    """The view's HTML alone in a fresh page (no server: set_content); every request is refused and recorded.
-    Leaving the block asserts 0 requests and 0 console or page errors."""
-    context = browser.new_context(viewport={"width": width, "height": height}, service_workers="block")
-    shown = Shown(context.new_page(), [], [])
+def row_text(shown, kind):
+    return shown.page.inner_text(f'tr[id$="-row-{kind}"]')
 
-    def refuse(route):
-        shown.requests.append(route.request.url)
-        route.abort()
-
-    context.route("**/*", refuse)
-    shown.page.on("console", lambda m: m.type == "error" and shown.errors.append(m.text))
-    shown.page.on("pageerror", lambda e: shown.errors.append(str(e)))
-    try:
-        shown.page.set_content(f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>view</title>'
-                               f"</head><body>{view.html()}</body></html>")
-        yield shown
-        shown.page.wait_for_timeout(50)
-        assert shown.requests == [], f"the view made requests: {shown.requests}"
-        assert shown.errors == [], f"console errors: {shown.errors}"
-    finally:
-        context.close()
-
-
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as launched:
-        yield launched
 
 
 def as_strings(rows):
@@ -156,10 +114,10 @@ def test_every_model_of_the_table_matches_python(browser):
         for index, m in enumerate(MODELS):
             select.select_option(str(index))
             want = expected(m.n_layers, m.n_heads, m.n_kv_heads, m.d_head, 8192, 32, 2, 80)
-            assert shown.rows() == as_strings(want), m.name
+            assert rows(shown) == as_strings(want), m.name
             assert m.name in shown.state() and f"n_kv_heads={m.n_kv_heads}" in shown.state()
             for kind in KINDS:
-                shown_text = shown.text(kind)
+                shown_text = row_text(shown, kind)
                 assert digits(want[kind][0]) + " bytes" in shown_text and digits(want[kind][1]) in shown_text
             assert shown.page.input_value("input[id$=-n_layers]") == str(m.n_layers)
 
@@ -183,10 +141,10 @@ def test_typed_sizes_match_python_exactly(browser, sizes):
             page.fill(f"input[id$=-{name}]", str(value))
         page.select_option("select[id$=-bytes_per_element]", str(b))
         page.fill("input[id$=-memory_gib]", str(memory))
-        assert shown.rows() == as_strings(want)
+        assert rows(shown) == as_strings(want)
         assert page.input_value("select[id$=-model]") in ("", *map(str, range(len(MODELS))))
         if want["mha"][0] > 2**53:
-            assert digits(want["mha"][0]) in shown.text("mha")  # every digit, no rounding
+            assert digits(want["mha"][0]) in row_text(shown, "mha")  # every digit, no rounding
 
 
 @needs_chromium
@@ -208,19 +166,19 @@ def test_keyboard_and_mouse_change_what_is_shown(browser):
         assert states[-1].startswith("your sizes (n_layers=41,")
         assert page.input_value("select[id$=-model]") == ""
         want = expected(41, 40, 40, 128, 4096, 1, 2, 80)
-        assert shown.rows() == as_strings(want)
+        assert rows(shown) == as_strings(want)
         # mouse: click the batch field, type a new batch
         page.click("input[id$=-batch]", click_count=3)
         page.keyboard.type("16")
         states.append(shown.state())
-        assert shown.rows() == as_strings(expected(41, 40, 40, 128, 4096, 16, 2, 80))
+        assert rows(shown) == as_strings(expected(41, 40, 40, 128, 4096, 16, 2, 80))
         # back to a model's sizes: the list shows that model again
         page.click("input[id$=-n_layers]", click_count=3)
         page.keyboard.type("40")
         assert page.input_value("select[id$=-model]") == str([m.name for m in MODELS].index("Llama 2 13B"))
         page.select_option("select[id$=-bytes_per_element]", "4")
         states.append(shown.state())
-        assert shown.rows() == as_strings(expected(40, 40, 40, 128, 4096, 16, 4, 80))
+        assert rows(shown) == as_strings(expected(40, 40, 40, 128, 4096, 16, 4, 80))
         assert len(set(states)) == len(states)
 
 

@@ -14,7 +14,7 @@ from attention_book.figures.head_sharing_explorer import (  # noqa: E402
 from attention_book.figures.interactive import MAX_BYTES  # noqa: E402
 from attention_book.figures.style import head_colour, kv_head_colour  # noqa: E402
 from attention_book.kv_cache import kv_cache_bytes_per_token  # noqa: E402
-from test_cache_calculator import chromium, needs_chromium, open_alone  # noqa: E402
+from views import needs_chromium, open_alone  # noqa: E402
 
 
 def expected(h, g, n_layers, d_head, context, b):
@@ -75,10 +75,6 @@ def test_static_drawing_uses_the_head_colours():
 
 # ---------------------------------------------------------------- in the browser
 
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as launched:
-        yield launched
 
 
 def shown_numbers(page):

@@ -28,7 +28,6 @@ import functools
 import gzip
 import http.server
 import json
-import os
 import pathlib
 import re
 import threading
@@ -39,8 +38,8 @@ import pytest
 
 from conftest import ROOT, SUMMARY_LINES, chapter_paths
 from book import colab_url
+from views import CHROMIUM
 
-CHROMIUM = pathlib.Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 MHA_CHAPTER = "03_multi_head"  # what a search for "multi-head" must find
 MAX_PAGE_BYTES = 2 * 10**6  # a page with its images, and everything a first visit transfers
@@ -100,16 +99,6 @@ def site(built_book):
     with serve(built_book.html) as base:
         yield built_book.html, base
 
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                              args=["--no-sandbox", "--disable-gpu"])
-        yield chromium
-        chromium.close()
 
 
 def site_pages(html: pathlib.Path):

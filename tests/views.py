@@ -1,16 +1,11 @@
 """Test helper for the interactive views (figures/interactive.py): open one view's HTML alone in headless Chromium,
 as Colab shows a cell's output, in its own frame, and watch what it requests and logs.
 
-    from views import chromium, needs_chromium, open_view
+    from views import needs_chromium, open_view
 
     pytestmark = needs_chromium
 
-    @pytest.fixture(scope="module")
-    def browser():
-        with chromium() as b:
-            yield b
-
-    def test_something(browser):
+    def test_something(browser):                      # conftest.py's session-wide headless Chromium
         with open_view(browser, view) as shown:       # a View, or its HTML
             shown.root.locator("select").select_option("1")
             assert shown.state() == "layer 1, ..."
@@ -19,7 +14,8 @@ as Colab shows a cell's output, in its own frame, and watch what it requests and
 The outer page (http://notebook.test/) holds an <iframe> whose document (http://output.test/) is the view's HTML and
 nothing else, like Colab's output frame. Every request goes through one route: the two pages are served from
 memory, anything else is aborted and recorded, so a view that asks for a script, a font or an image fails the test.
-No network is touched. Chromium: /usr/bin/chromium or $CHROMIUM, as in test_site_in_browser.py.
+No network is touched. Chromium: /usr/bin/chromium or $CHROMIUM. ``open_alone`` shows a view as a page's whole
+body instead, without the frame.
 """
 import contextlib
 import dataclasses
@@ -120,5 +116,42 @@ def open_view(browser, view, width=1000, height=800, check=True):
         page.wait_for_timeout(50)  # let late errors and requests arrive
         if check:
             assert not shown.problems(), "\n".join(shown.problems())
+    finally:
+        context.close()
+
+
+@dataclasses.dataclass
+class ShownPage:
+    """A view opened alone as a page's whole body (``open_alone``)."""
+    page: object  # the Playwright Page
+    requests: list  # every URL the view asked for (all refused)
+    errors: list  # console and page errors
+
+    def state(self) -> str:
+        """The view's own account of what it shows (root.dataset.state)."""
+        return self.page.eval_on_selector(".ab-view", "root => root.dataset.state")
+
+
+@contextlib.contextmanager
+def open_alone(browser, view, width=1000, height=800):
+    """The view's HTML as the whole body of a fresh page (no server: set_content); every request is refused and
+    recorded. Leaving the block asserts 0 requests and 0 console or page errors."""
+    context = browser.new_context(viewport={"width": width, "height": height}, service_workers="block")
+    shown = ShownPage(context.new_page(), [], [])
+
+    def refuse(route):
+        shown.requests.append(route.request.url)
+        route.abort()
+
+    context.route("**/*", refuse)
+    shown.page.on("console", lambda m: m.type == "error" and shown.errors.append(m.text))
+    shown.page.on("pageerror", lambda e: shown.errors.append(str(e)))
+    try:
+        shown.page.set_content(f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>view</title>'
+                               f"</head><body>{view.html()}</body></html>")
+        yield shown
+        shown.page.wait_for_timeout(50)
+        assert shown.requests == [], f"the view made requests: {shown.requests}"
+        assert shown.errors == [], f"console errors: {shown.errors}"
     finally:
         context.close()

@@ -12,16 +12,11 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from ..validation import require_divisible, require_positive
-from .style import ARROW, FONT_SIZE, INK, LINE_WIDTH, ROLE_COLOURS, head_colour, kv_head_colour, tint, use_book_style
+from .style import (ARROW, FONT_SIZE, INK, LINE_WIDTH, ROLE_COLOURS, head_colour, kv_head_colour, text_colour_on,
+                    tint, use_book_style)
 
 _COLOURS = {"input": tint(ROLE_COLOURS["input"], 0.5), "proj": "#FFFFFF", "concat": "#FFFFFF",
             "output": tint(ROLE_COLOURS["output"], 0.5), "shape": "#FFFFFF"}
-
-
-def _text_colour(colour):
-    from .style import text_colour_on
-
-    return text_colour_on(colour)
 
 
 def _box(ax, x, y, w, h, text, kind, fontsize=FONT_SIZE, colour=None):
@@ -30,7 +25,7 @@ def _box(ax, x, y, w, h, text, kind, fontsize=FONT_SIZE, colour=None):
     patch = FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
                            facecolor=fill, edgecolor=INK, linewidth=LINE_WIDTH, gid=kind)
     ax.add_patch(patch)
-    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=_text_colour(fill))
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=text_colour_on(fill))
     return patch
 
 

@@ -7,6 +7,8 @@ times the context), the bytes a decode step at that context reads (the whole cac
 folded ``grouped_query_sdpa`` does), the FLOPs of that step (4 h S d_head per layer, the same for every g) and
 their ratio, the arithmetic intensity. The byte counts are exact BigInt integers in JavaScript.
 """
+from matplotlib.patches import Circle, Rectangle
+
 from ..experiments.model_configs import AttentionConfig, find_model
 from ..kv_cache import kv_cache_bytes_per_token
 from ..validation import require_divisible, require_positive
@@ -127,8 +129,6 @@ def _config(model, n_heads, n_kv_heads, n_layers, d_head):
 def draw_groups(n_heads, n_kv_heads, ax, y=0.0):
     """Draw the h query heads (circles in their colours) above the g K/V heads they share (bars spanning their
     group, in the group's colour), on ``ax`` with y growing downwards, starting at ``y``; return the height used."""
-    from matplotlib.patches import Circle, Rectangle
-
     group = n_heads // n_kv_heads
     labelled = n_heads <= 48
     for i in range(n_heads):

@@ -5,7 +5,7 @@ from matplotlib.patches import Rectangle
 
 from ..validation import require_positive
 from .blocks import draw_arrow, new_canvas
-from .style import FONT_SIZE, INK, LINE_WIDTH, ROLE_COLOURS, head_colour, tint, use_book_style
+from .style import (FONT_SIZE, INK, LINE_WIDTH, ROLE_COLOURS, head_colour, text_colour_on, tint, use_book_style)
 
 _LIGHT = 0.45  # how much white is mixed into a head's hue for its cells
 
@@ -62,8 +62,6 @@ def _banded(ax, x, y, rows, n_heads, d_head, max_cells, across=True):
 
 
 def _head_number(ax, x, y, i):
-    from .style import text_colour_on
-
     ax.text(x, y, str(i), ha="center", va="center", fontsize=FONT_SIZE - 1, fontweight="bold",
             color=text_colour_on(tint(head_colour(i), _LIGHT)))
 

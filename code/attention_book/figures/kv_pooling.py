@@ -4,6 +4,8 @@ W_K is drawn as the book writes it, K = X W_K: a (d_model, h·d_head) matrix who
 computes key head j. (The weight of ``k_proj``, an ``nn.Linear``, is its transpose: there head j is a block of
 rows.) Mean pooling to g K/V heads averages the h/g column blocks of each group into one block; W_V alike.
 """
+from matplotlib.patches import Rectangle
+
 from ..validation import require_divisible, require_positive
 from .blocks import draw_arrow, draw_block, drawn_size, new_canvas
 from .style import FONT_SIZE, INK, head_colour, kv_head_colour, use_book_style
@@ -57,5 +59,4 @@ def draw_kv_pooling(n_heads=8, n_kv_heads=2, d_model=6, d_head=2, max_cells=8):
 
 def _pooled_mark(x, y, width, height):
     """Dots over a pooled block, so that it reads as new without colour."""
-    from matplotlib.patches import Rectangle
     return Rectangle((x, y), width, height, fill=False, hatch="..", edgecolor=INK, lw=0, gid="pooled")

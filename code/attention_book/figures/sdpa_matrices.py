@@ -1,6 +1,7 @@
 """Scaled dot-product attention drawn as matrices to scale: Q Kᵀ gives the scores, a softmax over each row turns
 them into weights, and the weights times V give the output, with one query row followed through every step."""
 import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
 
 from ..validation import require_positive
 from .blocks import draw_arrow, draw_block, drawn_size, new_canvas
@@ -15,8 +16,6 @@ def sdpa_shapes(L, S, d_k, d_v):
 
 def _highlight_row(ax, x, y, rows, cols, row, colour, max_cells):
     """Mark ``row`` of a block whose rows are scaled down (draw_block marks it only when rows <= max_cells)."""
-    from matplotlib.patches import Rectangle
-
     width, height = drawn_size(rows, cols, 1.0, max_cells)
     band = max(height / rows, 0.35)
     ax.add_patch(Rectangle((x, y + (height - band) * row / max(rows - 1, 1)), width, band, facecolor=colour,
