@@ -1,53 +1,24 @@
 """GroupedQueryAttention: its two paths, a hand-built reference, nn.MultiheadAttention, the KV cache."""
 import functools
-from dataclasses import dataclass
 
 import pytest
 import torch
 import torch.nn.functional as F
 from _hypothesis import SEEDS
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
 from attention_book import GroupedQueryAttention, from_torch_mha, real_key_mask, to_torch_mha
+from layer_configs import MASK_SHAPES, TOL, LayerConfig, full_mask, with_examples
 
-TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-10, rtol=1e-10)}
-MASK_KINDS = ["none", "L,S", "B,L,S", "1,L,S", "B,1,L,S", "B,h,L,S"]
+MASK_KINDS = list(MASK_SHAPES)
 
 
-@dataclass(frozen=True)
-class Config:
-    B: int
-    L: int
-    S: int  # key length; equals L for self-attention
-    n_heads: int
-    n_kv_heads: int
-    d_model: int
-    d_head: int | None  # None: the layer's default d_model // n_heads
-    bias: bool
-    cross: bool  # cross-attention (kv given) or self-attention (kv = x)
-    mask_kind: str
-    is_causal: bool
-    dtype: torch.dtype
-    seed: int
-
-    @property
-    def head_size(self):
-        return self.d_model // self.n_heads if self.d_head is None else self.d_head
-
+class Config(LayerConfig):
     def build(self):
-        """The layer, x, kv (None for self-attention) and the user's mask (None or a boolean tensor)."""
-        torch.manual_seed(self.seed)
-        layer = GroupedQueryAttention(self.d_model, self.n_heads, self.n_kv_heads, d_head=self.d_head,
-                                      bias=self.bias).to(self.dtype)
-        x = torch.randn(self.B, self.L, self.d_model, dtype=self.dtype)
-        kv = torch.randn(self.B, self.S, self.d_model, dtype=self.dtype) if self.cross else None
-        B, h, L, S = self.B, self.n_heads, self.L, self.S
-        shape = {"none": None, "L,S": (L, S), "B,L,S": (B, L, S), "1,L,S": (1, L, S),
-                 "B,1,L,S": (B, 1, L, S), "B,h,L,S": (B, h, L, S)}[self.mask_kind]
-        mask = None if shape is None else torch.rand(shape) < 0.7
-        return layer, x, kv, mask
+        return self.build_with(lambda c: GroupedQueryAttention(c.d_model, c.n_heads, c.n_kv_heads, d_head=c.d_head,
+                                                               bias=c.bias))
 
 
 def example_config(**changes):
@@ -88,26 +59,7 @@ def configs(draw, kv_heads="any", explicit_d_head=True):
     )
 
 
-def with_examples(test, keep=lambda config: True):
-    for config in EXAMPLES:
-        if keep(config):
-            test = example(config=config)(test)
-    return test
-
-
-def has_torch_counterpart(config):
-    """nn.MultiheadAttention needs n_heads * d_head == d_model."""
-    return config.d_head is None or config.n_heads * config.d_head == config.d_model
-
-
-def full_mask(config, mask):
-    """The mask the layer should use, built by hand: (B|1, h|1, L, S) or None."""
-    if mask is not None and mask.dim() == 3:
-        mask = mask[:, None]
-    if config.is_causal:
-        causal = torch.ones(config.L, config.S, dtype=torch.bool).tril(config.S - config.L)  # bottom-right
-        mask = causal if mask is None else mask & causal
-    return mask
+with_examples = functools.partial(with_examples, examples=EXAMPLES)
 
 
 def linear(proj, t):
@@ -192,10 +144,10 @@ def run_mha(mha, x, kv, attn_mask):
 
 
 @given(config=configs(explicit_d_head=False))
-@functools.partial(with_examples, keep=has_torch_counterpart)  # explicit d_head: see test_errors
+@functools.partial(with_examples, keep=lambda config: config.has_torch_counterpart)  # explicit d_head: see test_errors
 def test_to_torch_mha_is_equivalent(config):
     """MHA, GQA and MQA layers alike become an nn.MultiheadAttention computing the same function."""
-    assert has_torch_counterpart(config)
+    assert config.has_torch_counterpart
     layer, x, kv, mask = config.build()
     mask = keep_key_0(mask)
     out, weights = layer(x, kv, mask=mask, is_causal=config.is_causal, need_weights=True)

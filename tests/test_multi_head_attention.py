@@ -2,61 +2,24 @@
 GroupedQueryAttention with one K/V head per query head, and its errors."""
 import functools
 import re
-from dataclasses import dataclass
 
 import pytest
 import torch
 from _hypothesis import SEEDS
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
 from attention_book import GroupedQueryAttention, MultiHeadAttention, to_torch_mha
+from layer_configs import MASK_SHAPES, TOL, LayerConfig, full_mask, with_examples
 
-TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-10, rtol=1e-10)}
-MASK_SHAPES = {  # the mask forms the layer accepts, by name
-    "none": lambda B, h, L, S: None,
-    "L,S": lambda B, h, L, S: (L, S),
-    "B,L,S": lambda B, h, L, S: (B, L, S),
-    "B,1,L,S": lambda B, h, L, S: (B, 1, L, S),
-    "B,h,L,S": lambda B, h, L, S: (B, h, L, S),
-}
+MASK_KINDS = [kind for kind in MASK_SHAPES if kind != "1,L,S"]
 
 
-@dataclass(frozen=True)
-class Config:
-    B: int
-    L: int
-    S: int  # key length; equals L for self-attention
-    n_heads: int
-    d_model: int
-    d_head: int | None  # None: the layer's default d_model // n_heads
-    bias: bool
-    cross: bool  # cross-attention (kv given) or self-attention (kv = x)
-    mask_kind: str
-    is_causal: bool
-    dtype: torch.dtype
-    seed: int
-
-    @property
-    def has_torch_counterpart(self):
-        """nn.MultiheadAttention needs n_heads * d_head == d_model."""
-        return self.d_head is None or self.n_heads * self.d_head == self.d_model
-
+class Config(LayerConfig):
     def build(self, open_key_0=False):
-        """The layer, x, kv (None for self-attention) and the mask (None or boolean, True = may attend).
-
-        open_key_0: let every query attend to key 0, for nn.MultiheadAttention (NaN for a query with no key).
-        """
-        torch.manual_seed(self.seed)
-        layer = MultiHeadAttention(self.d_model, self.n_heads, d_head=self.d_head, bias=self.bias).to(self.dtype)
-        x = torch.randn(self.B, self.L, self.d_model, dtype=self.dtype)  # (B, L, d_model)
-        kv = torch.randn(self.B, self.S, self.d_model, dtype=self.dtype) if self.cross else None  # (B, S, d_model)
-        shape = MASK_SHAPES[self.mask_kind](self.B, self.n_heads, self.L, self.S)
-        mask = None if shape is None else torch.rand(shape) < 0.7
-        if mask is not None and open_key_0:
-            mask[..., 0] = True
-        return layer, x, kv, mask
+        return self.build_with(lambda c: MultiHeadAttention(c.d_model, c.n_heads, d_head=c.d_head, bias=c.bias),
+                               open_key_0)
 
 
 def example_config(**changes):
@@ -86,28 +49,13 @@ def configs(draw, torch_counterpart=False):
     S = draw(st.integers(1, 6)) if cross else L
     return Config(
         B=draw(st.integers(1, 3)), L=L, S=S, n_heads=n_heads, d_model=d_model, d_head=d_head,
-        bias=draw(st.booleans()), cross=cross, mask_kind=draw(st.sampled_from(list(MASK_SHAPES))),
+        bias=draw(st.booleans()), cross=cross, mask_kind=draw(st.sampled_from(MASK_KINDS)),
         is_causal=L <= S and draw(st.booleans()), dtype=draw(st.sampled_from([torch.float32, torch.float64])),
         seed=draw(SEEDS),
     )
 
 
-def with_examples(test, keep=lambda config: True, **fixed):
-    """Add EXAMPLES (those that ``keep`` accepts) to a Hypothesis test, with the other arguments ``fixed``."""
-    for config in EXAMPLES:
-        if keep(config):
-            test = example(config=config, **fixed)(test)
-    return test
-
-
-def full_mask(config, mask):
-    """The mask the layer should use, built by hand: (B or 1, h or 1, L, S), or None."""
-    if mask is not None and mask.dim() == 3:
-        mask = mask[:, None]
-    if config.is_causal:
-        causal = torch.ones(config.L, config.S, dtype=torch.bool).tril(config.S - config.L)  # bottom-right
-        mask = causal if mask is None else mask & causal
-    return mask
+with_examples = functools.partial(with_examples, examples=EXAMPLES)
 
 
 def reference(layer, x, kv, mask):
