@@ -6,9 +6,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-$(INSTALLED): requirements.txt code/pyproject.toml
+$(INSTALLED): requirements.txt requirements-no-deps.txt code/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-no-deps.txt
 	touch $@
 
 ## make book: build the HTML site into _build/html from the notebooks' stored outputs

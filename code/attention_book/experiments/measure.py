@@ -66,3 +66,20 @@ def compute_rate(n=1024):
     """
     a, b = torch.randn(n, n), torch.randn(n, n)
     return 2 * n**3 / best_seconds(lambda: a @ b)
+
+
+def peak_memory_bytes():
+    """The most memory this process has held at once so far (its peak resident set), in bytes; None where the
+    platform does not say. Linux reports it in KiB and macOS in bytes (``resource``); Windows through ``psutil``."""
+    import sys
+
+    try:
+        import resource
+    except ImportError:  # Windows
+        try:
+            import psutil
+        except ImportError:
+            return None
+        return getattr(psutil.Process().memory_info(), "peak_wset", None)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024

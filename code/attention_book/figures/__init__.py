@@ -5,7 +5,9 @@
 - ``plotting``: heatmaps of attention weights, masks and head scores.
 - ``diagrams``: multi-head attention's flow and shapes, and which query heads share which K/V head.
 - One module per diagram: ``sdpa_matrices`` (ch 1), ``head_split`` (ch 3), ``kv_cache_steps`` (ch 6),
-  ``roofline`` (ch 7 and 10), ``gqa_fold`` (ch 8), ``kv_pooling`` (ch 9).
+  ``roofline`` (ch 7 and 10), ``gqa_fold`` (ch 8), ``kv_pooling`` (ch 9), ``rope_rotation`` (ch 11).
+- Charts of chapter 12's measurements: ``decode_speed`` (tokens/s against the roofline), ``cache_crossover`` (step
+  time against bytes read, and where the cache costs as much as the weights).
 - Interactive views (``interactive`` is their frame: self-contained HTML with a PNG fallback, no request):
   ``attention_explorer`` (ch 1, 4, 5), ``cache_calculator`` and ``head_sharing_explorer`` (ch 8).
 

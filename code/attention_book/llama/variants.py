@@ -1,0 +1,93 @@
+"""The same pretrained model with more or fewer K/V heads (MHA, GQA, MQA), and its perplexity on a text.
+
+- More K/V heads: each K/V head is repeated for its group (3 -> 9 in SmolLM2: MHA). Query head i still reads the
+  same keys and values, so the outputs are the same; only the cache grows (3x).
+- Fewer K/V heads: the K/V heads of each group are mean-pooled (``attention_book.convert.pool_kv_heads``, as
+  chapter 9 does, without training): 3 -> 1 is MQA, with a third of the cache, at a cost in quality that
+  ``perplexity`` measures.
+"""
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..attention_layer import GroupedQueryAttention
+from ..convert import pool_kv_heads
+from ..validation import require_positive
+from .decoder import LlamaDecoder
+
+
+def repeat_kv_heads(layer, n_kv_heads) -> GroupedQueryAttention:
+    """A ``GroupedQueryAttention`` with each of ``layer``'s g K/V heads repeated n_kv_heads / g times.
+
+    K/V head j of the new layer is head j // (n_kv_heads / g) of the old one (``repeat_interleave`` of the heads),
+    so query head i reads the same keys and values as before. The query and output projections (and the RoPE) are
+    ``layer``'s own, shared. The new k_proj and v_proj weights have shape (n_kv_heads * d_head, d_model).
+    """
+    g = layer.n_kv_heads
+    if n_kv_heads % g:
+        raise ValueError(f"n_kv_heads={n_kv_heads} must be a multiple of the layer's n_kv_heads={g}")
+    weight = layer.k_proj.weight
+    new = GroupedQueryAttention(layer.d_model, layer.n_heads, n_kv_heads, layer.d_head,
+                                bias=layer.k_proj.bias is not None, rope=layer.rope).to(weight.device, weight.dtype)
+    new.q_proj, new.o_proj = layer.q_proj, layer.o_proj
+    with torch.no_grad():
+        for old, fresh in ((layer.k_proj, new.k_proj), (layer.v_proj, new.v_proj)):
+            for name, param in fresh.named_parameters():  # weight (n_kv_heads * d_head, d_model), maybe bias
+                heads = getattr(old, name).unflatten(0, (g, layer.d_head))  # (g, d_head, ...)
+                param.copy_(heads.repeat_interleave(n_kv_heads // g, dim=0).flatten(0, 1))
+    return new
+
+
+def with_kv_heads(model: LlamaDecoder, n_kv_heads, init="mean") -> LlamaDecoder:
+    """The same model with n_kv_heads K/V heads per layer: repeated (more) or pooled (fewer; ``init`` "mean",
+    "first" or "random", as ``attention_book.convert.pool_kv_heads`` takes).
+
+    Every other weight (embedding, norms, MLPs, W_o; W_q too unless sped up) is shared with ``model``, not copied;
+    ``model`` is left as it was. If ``model`` was sped up (``speed_up``), so is the new one: speed a model up
+    before making variants of it, since ``speed_up`` on a variant would also change the layers it shares.
+    """
+    config = model.config
+    require_positive(n_kv_heads=n_kv_heads)
+    if config.n_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads={n_kv_heads} must divide n_heads={config.n_heads}")
+    new_config = dataclasses.replace(config, n_kv_heads=n_kv_heads)
+    with torch.device("meta"):  # a shell: every module in it is replaced below
+        new = LlamaDecoder(new_config, model.rope.layout)
+    new.rope, new.embedding, new.norm, new.output = model.rope, model.embedding, model.norm, model.output
+    for old, block in zip(model.layers, new.layers, strict=True):
+        if n_kv_heads >= old.attention.n_kv_heads:
+            attention = repeat_kv_heads(old.attention, n_kv_heads)
+        else:
+            attention = pool_kv_heads(old.attention, n_kv_heads, init=init)
+            attention.rope, attention.q_proj, attention.o_proj = (old.attention.rope, old.attention.q_proj,
+                                                                  old.attention.o_proj)
+        block.attention_norm, block.attention, block.mlp_norm, block.mlp = (
+            old.attention_norm, attention, old.mlp_norm, old.mlp)
+        if old.qkv_proj is not None:  # the model was sped up: so is its copy
+            block.fuse_qkv()
+    return new.eval()
+
+
+@torch.inference_mode()
+def perplexity(model, ids, chunk=256) -> float:
+    """exp(mean negative log-likelihood) of each token of ``ids`` given all the tokens before it.
+
+    Args:
+        ids: token ids, shape (N,) or (1, N), N >= 2 and at most the model's context length.
+        chunk: tokens per forward call. The chunks go through one ``KVCache`` per layer, so every token sees the
+            whole text before it (the result is that of one pass over all N tokens), with logits of only
+            (chunk, V) at a time.
+    """
+    ids = ids.reshape(1, -1)
+    N = ids.shape[1]
+    if N < 2:
+        raise ValueError(f"perplexity needs at least 2 tokens, got {N}")
+    caches = model.new_caches(1, N)
+    total = 0.0
+    for start in range(0, N - 1, chunk):
+        end = min(start + chunk, N - 1)
+        logits = model(ids[:, start:end], caches)  # (1, end - start, V): predictions of tokens start + 1 .. end
+        total += F.cross_entropy(logits[0], ids[0, start + 1:end + 1], reduction="sum").item()
+    return math.exp(total / (N - 1))
