@@ -109,3 +109,17 @@ def test_bad_model():
         pool_kv_heads(torch.nn.Linear(2, 2), 1)
     with pytest.raises(ValueError, match="no GroupedQueryAttention layer"):
         convert_to_gqa(torch.nn.Sequential(torch.nn.Linear(2, 2)), 1)
+
+
+def test_pooling_keeps_the_layers_rope():
+    from attention_book.rope import Rope
+
+    layer = GroupedQueryAttention(32, n_heads=4, n_kv_heads=4, rope=Rope(8, base=100.0))
+    pooled = pool_kv_heads(layer, 2)
+    assert pooled.rope is layer.rope
+    x = torch.randn(1, 5, 32)
+    with torch.no_grad():
+        full, _ = pooled(x, is_causal=True)
+        cache = pooled.new_cache(1, 5)
+        steps = [pooled(x[:, t:t + 1], cache=cache, is_causal=True)[0] for t in range(5)]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)

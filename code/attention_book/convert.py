@@ -36,7 +36,7 @@ def pool_kv_heads(layer, n_kv_heads, init="mean", generator=None) -> GroupedQuer
 
     Returns:
         A new layer; ``layer`` is left untouched. Its k_proj and v_proj have weights of shape
-        (n_kv_heads * d_head, d_model).
+        (n_kv_heads * d_head, d_model). It rotates queries and keys with ``layer``'s ``Rope``, if it has one.
     """
     if isinstance(layer, nn.MultiheadAttention):
         layer = from_torch_mha(layer)
@@ -48,7 +48,7 @@ def pool_kv_heads(layer, n_kv_heads, init="mean", generator=None) -> GroupedQuer
     require_divisible("the layer's n_kv_heads", layer.n_kv_heads, "n_kv_heads", n_kv_heads)
     bias = layer.q_proj.bias is not None
     weight = layer.q_proj.weight
-    new = GroupedQueryAttention(layer.d_model, layer.n_heads, n_kv_heads, layer.d_head, bias=bias)
+    new = GroupedQueryAttention(layer.d_model, layer.n_heads, n_kv_heads, layer.d_head, bias=bias, rope=layer.rope)
     new = new.to(device=weight.device, dtype=weight.dtype)
     with torch.no_grad():
         new.q_proj.load_state_dict(layer.q_proj.state_dict())

@@ -61,8 +61,7 @@ def with_kv_heads(model: LlamaDecoder, n_kv_heads, init="mean") -> LlamaDecoder:
             attention = repeat_kv_heads(old.attention, n_kv_heads)
         else:
             attention = pool_kv_heads(old.attention, n_kv_heads, init=init)
-            attention.rope, attention.q_proj, attention.o_proj = (old.attention.rope, old.attention.q_proj,
-                                                                  old.attention.o_proj)
+            attention.q_proj, attention.o_proj = old.attention.q_proj, old.attention.o_proj  # shared, not copied
         block.attention_norm, block.attention, block.mlp_norm, block.mlp = (
             old.attention_norm, attention, old.mlp_norm, old.mlp)
         if old.qkv_proj is not None:  # the model was sped up: so is its copy
