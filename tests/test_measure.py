@@ -51,3 +51,19 @@ def test_peak_memory_counts_a_large_allocation():
     x = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
     peak = peak_memory_bytes()
     assert peak is None or peak > x.nbytes
+
+
+def test_peak_memory_is_this_programs_own():
+    """A child started by a process that once held a lot reports its own peak, not its parent's."""
+    import subprocess
+    import sys
+
+    from attention_book.experiments.measure import peak_memory_bytes
+
+    big = torch.ones(768 * 2**20 // 4)  # 768 MiB in this process
+    child = subprocess.run([sys.executable, "-c", "from attention_book.experiments.measure import peak_memory_bytes;"
+                            "print(peak_memory_bytes())"], capture_output=True, text=True, check=True)
+    reported = child.stdout.strip()
+    if sys.platform.startswith("linux"):
+        assert int(reported) < big.nbytes  # a bare interpreter with torch imported holds less than 768 MiB
+    assert peak_memory_bytes() is None or peak_memory_bytes() > big.nbytes

@@ -70,9 +70,24 @@ def compute_rate(n=1024):
 
 def peak_memory_bytes():
     """The most memory this process has held at once so far (its peak resident set), in bytes; None where the
-    platform does not say. Linux reports it in KiB and macOS in bytes (``resource``); Windows through ``psutil``."""
+    platform does not say.
+
+    Linux: ``VmHWM`` of /proc/self/status, the peak of this program alone (``getrusage``'s ``ru_maxrss`` would also
+    count the process that started it, such as a large test run that launched this kernel). macOS: ``ru_maxrss``
+    (bytes). Windows: ``psutil``'s peak working set.
+    """
     import sys
 
+    status = "/proc/self/status"
+    if sys.platform.startswith("linux"):
+        try:
+            with open(status) as lines:
+                for line in lines:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024  # reported in kB
+        except OSError:
+            return None
+        return None
     try:
         import resource
     except ImportError:  # Windows
@@ -81,5 +96,4 @@ def peak_memory_bytes():
         except ImportError:
             return None
         return getattr(psutil.Process().memory_info(), "peak_wset", None)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # macOS: bytes

@@ -3,6 +3,7 @@
 Both are built by transformers from the same GGUF file (its weights, and its tokenizer and chat template in the
 metadata), with no network. Needs the ``llm`` extra: ``pip install "attention-book[llm]"``.
 """
+import contextlib
 import warnings
 from unittest import mock
 
@@ -33,9 +34,14 @@ def load_reference(path=None):
         from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
         # Its progress bar over the file's tensors ignores transformers' own switch: leave it out.
-        with mock.patch.object(gguf_utils, "tqdm", lambda tensors, **kwargs: tensors):
-            model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32,
-                                                                      local_files_only=True)
+        quiet = (mock.patch.object(gguf_utils, "tqdm", lambda tensors, **kwargs: tensors)
+                 if hasattr(gguf_utils, "tqdm") else contextlib.nullcontext())
+        with quiet:
+            # transformers 4.56 renamed torch_dtype to dtype; Colab may have an older one preinstalled
+            new_name = tuple(int(n) for n in transformers.__version__.split(".")[:2]) >= (4, 56)
+            fp32 = {"dtype" if new_name else "torch_dtype": torch.float32}
+            model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, local_files_only=True,
+                                                                      **fp32)
     return model.eval()
 
 
