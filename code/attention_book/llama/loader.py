@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..kv_cache import kv_cache_bytes_per_token
 from .dequantize import SUPPORTED, dequantize
 
 FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -62,7 +63,7 @@ class LlamaConfig:
 
     def kv_cache_bytes_per_token(self, bytes_per_element=4) -> int:
         """Cache one token takes in the whole model: 2 (K and V) x n_layers x n_kv_heads x d_head x bytes."""
-        return 2 * self.n_layers * self.n_kv_heads * self.d_head * bytes_per_element
+        return kv_cache_bytes_per_token(self.n_layers, self.n_kv_heads, self.d_head, bytes_per_element)
 
 
 class TensorInfo(NamedTuple):

@@ -9,6 +9,7 @@ import time
 
 import torch
 
+from ..experiments.measure import best_seconds
 from .generate import generate_greedy
 
 
@@ -48,17 +49,6 @@ def decode_step_seconds(model, batch_size, context, runs=5) -> float:
     return best
 
 
-def generate_seconds(run, runs=3) -> float:
-    """The best of ``runs`` wall times of ``run()`` (after one warm-up call)."""
-    run()
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def decode_tokens_per_s(model, prompt, n_new, runs=3, reference=None) -> float:
     """Decode speed of greedy generation, prompt (1, L0) in: n_new / (time to make n_new + 1 tokens - time to make
     1), so that the prefill is left out. With ``reference`` (transformers' model), its ``generate`` is timed instead,
@@ -69,4 +59,4 @@ def decode_tokens_per_s(model, prompt, n_new, runs=3, reference=None) -> float:
         return lambda: reference.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n,
                                           min_new_tokens=n, do_sample=False, pad_token_id=reference.config.eos_token_id)
     with torch.inference_mode():
-        return n_new / (generate_seconds(run(n_new + 1), runs) - generate_seconds(run(1), runs))
+        return n_new / (best_seconds(run(n_new + 1), runs) - best_seconds(run(1), runs))
