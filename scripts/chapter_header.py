@@ -59,6 +59,8 @@ NEEDS = {
     10: [6, 7, 8, 9],
     11: [2, 6, 8],
     12: [6, 8, 9, 11],
+    13: [2, 6, 8, 10],
+    14: [6, 8, 10, 11],
 }
 
 READING_WORDS_PER_MINUTE = 150  # technical prose, read to be understood

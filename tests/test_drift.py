@@ -217,6 +217,12 @@ def exercise_rotate(shown, package):
             for fn in (shown, package)]
 
 
+def running_update_inputs():
+    """A running maximum and sum for two rows (one with nothing seen yet), and a block that raises row 0's maximum."""
+    inf = float("inf")
+    return torch.tensor([[2.0], [-inf]]), torch.tensor([[1.5], [0.0]]), torch.tensor([[4.0, 0.5], [-inf, -inf]])
+
+
 def on_qkv(shown, package, h=4, g=2, L=3, S=5, d=8):
     """Both attention functions on the same q (2, h, L, d) and k, v (2, g, S, d)."""
     q, k, v = torch.randn(2, h, L, d), torch.randn(2, g, S, d), torch.randn(2, g, S, d)
@@ -262,6 +268,16 @@ def exercise_generate_greedy(shown, package):
     return shown(model, prompt, 5), package(model, prompt, 5)
 
 
+
+def exercise_latent_attention(shown, package):
+    """naive_attention and absorbed_attention: h = 3 heads, L = 2 queries, S = 5 cached rows of d_c + d_rope = 6 + 2."""
+    gen = torch.Generator().manual_seed(0)
+    args = (torch.randn(2, 3, 2, 4, generator=gen), torch.randn(2, 3, 2, 2, generator=gen),
+            torch.randn(2, 5, 8, generator=gen), torch.randn(12, 6, generator=gen), torch.randn(15, 6, generator=gen),
+            0.4, torch.ones(2, 5, dtype=torch.bool).tril(diagonal=3))
+    return shown(*args), package(*args)
+
+
 RMS_ARGS = (torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(0)), torch.rand(16) + 0.5, 1e-5)
 
 
@@ -288,6 +304,20 @@ EXERCISES = {  # shown name -> fn(shown object, package object) -> (what the sho
     "convert_and_uptrain": exercise_convert_and_uptrain,
     "train": exercise_train,
     "rope_frequencies": lambda shown, package: (shown(16, 500.0), package(16, 500.0)),
+    "running_update": lambda shown, package: [fn(*running_update_inputs()) for fn in (shown, package)],
+    "online_softmax": lambda shown, package: [fn(torch.linspace(-3, 4, 33).reshape(3, 11), 4)
+                                              for fn in (shown, package)],
+    "tiled_attention": lambda shown, package: [[fn(*qkv, is_causal=True, block_q=2, block_k=3), fn(*qkv)]
+                                               for qkv in [(torch.randn(2, 4, 3, 8), torch.randn(2, 2, 5, 8),
+                                                            torch.randn(2, 2, 5, 8))] for fn in (shown, package)],
+    "merge_partials": lambda shown, package: [fn(torch.linspace(-1, 1, 24).reshape(3, 2, 4),
+                                                 torch.tensor([[[0.5], [-1.0]], [[2.0], [0.0]], [[-3.0], [1.0]]]))
+                                              for fn in (shown, package)],
+    "attend_chunks": lambda shown, package: [fn(torch.randn(2, 1, 3, 8, generator=torch.Generator().manual_seed(0)),
+                                                *torch.randn(2, 2, 4, 5, 8, generator=torch.Generator().manual_seed(1)),
+                                                0.3) for fn in (shown, package)],
+    "split_kv_decode": lambda shown, package: on_qkv(lambda q, k, v: shown(q, k, v, n_splits=2),
+                                                     lambda q, k, v: package(q, k, v, n_splits=2), L=1),
     "rotate": exercise_rotate,
     "_numbers": exercise_numbers,
     "rms_norm": lambda shown, package: (shown(*RMS_ARGS), package(*RMS_ARGS)),
@@ -297,6 +327,8 @@ EXERCISES = {  # shown name -> fn(shown object, package object) -> (what the sho
     "generate_greedy": exercise_generate_greedy,
     "pairs_to_halves_rows": lambda shown, package: (shown(torch.arange(48.0).reshape(12, 4), 3),
                                                     package(torch.arange(48.0).reshape(12, 4), 3)),
+    "naive_attention": exercise_latent_attention,
+    "absorbed_attention": exercise_latent_attention,
 }
 HELPERS = {"pool_heads"}  # shown beside a function that uses them, and exercised through it
 

@@ -123,6 +123,8 @@ SIZE_OF_NUMBERS = {
     "check_pareto_front": lambda points: len(points),
     "check_next_positions": lambda cache_length, n_new: cache_length + n_new,
     "check_roofline_tokens_per_s": lambda weights, per_token, context, bandwidth: weights + context * per_token,
+    "check_latent_cache_bytes": lambda n_layers, d_c, d_rope, n_tokens, b: n_layers * (d_c + d_rope) * n_tokens * b,
+    "check_largest_block_k": lambda budget_bytes, block_q, d_head, b: budget_bytes,
 }
 
 

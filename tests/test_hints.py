@@ -57,6 +57,12 @@ FORBIDDEN = {
     "check_swiglu": ["F.silu(", "F.linear(", "@", ".T", "*"],
     "check_roofline_tokens_per_s": ["1 /", "1 over", "context *", "+ context", "/ bandwidth"],
     "check_perplexity": ["cross_entropy", "math.exp", "exp(", "log_softmax", "nll_loss"],
+    "check_latent_cache_bytes": ["d_c + d_h^R", "+", "2 *", "2 x", "multiply"],
+    "check_absorb_query": ["view", "reshape", "@", "transpose", "W_UK_iᵀ", "einsum"],
+    "check_decoupled_rope_key": ["Rope(", "[:, None]", "w_kr.T", "@", "rotate("],
+    "check_update_max_and_sum": ["exp(m - m_new)", "torch.maximum", "amax", "multiply", "rescale"],
+    "check_merge_two": ["logaddexp", "logsumexp", "exp(lse_a - lse)", "share", "weights"],
+    "check_largest_block_k": ["//", "2 * d_head", "block_q +", "divide", "round down"],
 }
 
 
@@ -232,6 +238,38 @@ def next_positions_from_zero(cache_length, n_new):
     return torch.arange(n_new)
 
 
+def latent_cache_bytes_without_rope(n_layers, kv_lora_rank, qk_rope_head_dim, n_tokens, bytes_per_element):
+    return n_layers * kv_lora_rank * n_tokens * bytes_per_element
+
+
+def absorb_query_heads_interleaved(q_nope, w_uk):
+    h, d_nope = q_nope.shape[1], q_nope.shape[3]
+    return q_nope @ w_uk.view(d_nope, h, -1).transpose(0, 1)
+
+
+def decoupled_rope_key_from_zero(x, w_kr, start):
+    from attention_book.rope import Rope
+    return Rope(w_kr.shape[0], layout="pairs")((x @ w_kr.T)[:, None], 0)[:, 0]
+
+
+def update_without_rescaling(m, sum_exp, scores_block):
+    m_new = torch.maximum(m, scores_block.amax(-1, keepdim=True))
+    return m_new, sum_exp + torch.exp(scores_block - m_new.nan_to_num(neginf=0.0)).sum(-1, keepdim=True)
+
+
+def merge_as_plain_average(out_a, lse_a, out_b, lse_b):
+    return (out_a + out_b) / 2, torch.logaddexp(lse_a, lse_b)
+
+
+def merge_two_nan_when_both_masked(out_a, lse_a, out_b, lse_b):
+    lse = torch.logaddexp(lse_a, lse_b)
+    return torch.exp(lse_a - lse) * out_a + torch.exp(lse_b - lse) * out_b, lse
+
+
+def largest_block_k_scores_only(budget_bytes, block_q, d_head, bytes_per_number):
+    return budget_bytes // (block_q * bytes_per_number)
+
+
 MISTAKES = [
     (checks.check_merge_heads, merge_without_transpose, "without moving the head dimension after L"),
     (checks.check_split_heads, split_without_transpose, "straight to (B, h, L, d_head)"),
@@ -253,6 +291,13 @@ MISTAKES = [
     (checks.check_swiglu, swiglu_gating_the_wrong_projection, "SiLU applied to the up projection"),
     (checks.check_roofline_tokens_per_s, roofline_without_the_cache, "the cache is read too"),
     (checks.check_perplexity, perplexity_as_cross_entropy, "returning the mean cross-entropy"),
+    (checks.check_latent_cache_bytes, latent_cache_bytes_without_rope, "only c_KV was counted"),
+    (checks.check_absorb_query, absorb_query_heads_interleaved, "split as d_nope blocks of h heads"),
+    (checks.check_decoupled_rope_key, decoupled_rope_key_from_zero, "the positions start at 0"),
+    (checks.check_update_max_and_sum, update_without_rescaling, "the old sum was not rescaled"),
+    (checks.check_merge_two, merge_as_plain_average, "averaged with equal weights"),
+    (checks.check_merge_two, merge_two_nan_when_both_masked, "both sets are fully masked"),
+    (checks.check_largest_block_k, largest_block_k_scores_only, "only the tile of scores was counted"),
 ]
 
 

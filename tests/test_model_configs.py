@@ -20,3 +20,26 @@ def test_variants_follow_the_kv_heads():
     assert variants["Llama 2 70B"] == variants["Llama 3 8B"] == variants["Mistral 7B"] == "GQA"
     assert variants["PaLM 540B"] == variants["Falcon 7B"] == variants["Gemma 2B"] == "MQA"
     assert all(m.n_heads % m.n_kv_heads == 0 for m in MODELS)
+
+
+def test_latent_models_reproduce_deepseek_v2s_cache_arithmetic():
+    from attention_book.experiments.model_configs import LATENT_MODELS
+
+    models = {m.name: m for m in LATENT_MODELS}
+    v2 = models["DeepSeek-V2"]
+    assert v2.cache_numbers_per_token_per_layer == 576  # d_c + d_h^R = 512 + 64
+    assert v2.as_mha_bytes_per_token(1) == 60 * 32_768  # 2 n_h d_h per layer
+    assert round(v2.as_mha_bytes_per_token() / v2.cache_bytes_per_token(), 1) == 56.9
+    assert v2.equivalent_gqa_groups == 2.25  # the paper's Table 1
+    assert v2.cache_bytes_per_token(2) == 60 * 576 * 2
+    assert models["Kimi K2"].n_heads == 64 and models["DeepSeek-V3"].n_layers == 61
+    assert all(m.variant == "MLA" for m in LATENT_MODELS)
+
+
+def test_latent_models_reject_bad_bytes_per_element():
+    import pytest
+
+    from attention_book.experiments.model_configs import LATENT_MODELS
+
+    with pytest.raises(ValueError, match="bytes_per_element"):
+        LATENT_MODELS[0].cache_bytes_per_token(0)

@@ -7,8 +7,10 @@ stub it says what the function must return, not how. ``hint(name)`` prints how, 
 called ``name``: ``checks.hint("stable_softmax")``.
 """
 from ._compare import CheckFailed, hint
+from .flash import check_largest_block_k, check_merge_two, check_update_max_and_sum
 from .grouped_query import check_folded_gqa, check_kv_head_of, check_repeat_kv
 from .kv_cache import check_decode_with_cache, check_kv_bytes_per_token, check_max_context
+from .latent_attention import check_absorb_query, check_decoupled_rope_key, check_latent_cache_bytes
 from .multi_head import check_merge_heads, check_param_count, check_split_heads, check_to_torch_mha
 from .mha_to_gqa import check_converted_attention, check_group_members, check_pool_projection
 from .multi_query import check_mqa_attention, check_mqa_param_count, check_tokens_per_second_bound
@@ -35,4 +37,6 @@ __all__ = [
     "check_cache_bytes", "check_pareto_front", "check_roofline_seconds",
     "check_rotate_pairs", "check_to_halves_rows", "check_next_positions",
     "check_rms_norm", "check_swiglu", "check_roofline_tokens_per_s", "check_perplexity",
+    "check_latent_cache_bytes", "check_absorb_query", "check_decoupled_rope_key",
+    "check_update_max_and_sum", "check_merge_two", "check_largest_block_k",
 ]

@@ -8,6 +8,7 @@ al. 2020, Table 2.1), PaLM (Chowdhery et al. 2022, Table 1).
 from dataclasses import dataclass
 
 from ..kv_cache import kv_cache_bytes_per_token
+from ..validation import require_positive
 
 
 @dataclass(frozen=True)
@@ -73,3 +74,54 @@ def kv_cache_table(context=4096, bytes_per_element=2):
         rows.append({"model": m.name, "variant": m.variant, "n_heads": m.n_heads, "n_kv_heads": m.n_kv_heads,
                      "per_token": per_token, "at_context": per_token * context, "as_mha_at_context": as_mha * context})
     return rows
+
+
+@dataclass(frozen=True)
+class LatentAttentionConfig:
+    """The sizes of a model with multi-head latent attention (MLA, DeepSeek-V2 section 2.1), named as in the
+    released ``config.json`` files (DeepSeek-V2-Chat's config.json and DeepSeek's inference/configs/config_236B.json
+    and config_671B.json for DeepSeek-V2 and V3; Kimi K2's README for its layers, width and 64 heads, and copies
+    of its config for the latent sizes, which equal DeepSeek-V3's). Each layer caches one latent c_KV of width
+    ``kv_lora_rank`` (d_c) and one RoPE key of width ``qk_rope_head_dim`` (d_h^R) per token, shared by all
+    ``n_heads`` heads."""
+
+    name: str
+    n_layers: int
+    d_model: int
+    n_heads: int
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int
+
+    variant = "MLA"
+
+    @property
+    def cache_numbers_per_token_per_layer(self):
+        """d_c + d_h^R: the numbers one token adds to one layer's cache."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    def cache_bytes_per_token(self, bytes_per_element=2):
+        """Bytes one token takes in the cache of the whole model (default fp16)."""
+        require_positive(bytes_per_element=bytes_per_element)
+        return self.n_layers * self.cache_numbers_per_token_per_layer * bytes_per_element
+
+    def as_mha_bytes_per_token(self, bytes_per_element=2):
+        """What the same heads would cache per token as MHA in the paper's comparison (DeepSeek-V2, Table 1):
+        2 n_h d_h numbers per layer, with d_h = qk_nope_head_dim."""
+        require_positive(bytes_per_element=bytes_per_element)
+        return self.n_layers * 2 * self.n_heads * self.qk_nope_head_dim * bytes_per_element
+
+    @property
+    def equivalent_gqa_groups(self):
+        """The g of a GQA cache of the same size with heads of width qk_nope_head_dim: (d_c + d_h^R) / (2 d_h),
+        2.25 for DeepSeek-V2 (the paper's Table 1)."""
+        return self.cache_numbers_per_token_per_layer / (2 * self.qk_nope_head_dim)
+
+
+LATENT_MODELS = [
+    LatentAttentionConfig("DeepSeek-V2", 60, 5120, 128, 512, 64, 128, 128, 1536),
+    LatentAttentionConfig("DeepSeek-V3", 61, 7168, 128, 512, 64, 128, 128, 1536),
+    LatentAttentionConfig("Kimi K2", 61, 7168, 64, 512, 64, 128, 128, 1536),
+]
