@@ -1,8 +1,11 @@
 """attention_book: the code that the book *Attention, Head by Head* builds and runs.
 
 Importing this package loads only torch and the attention library, the modules at this level. The subpackages
-are imported only when you use them: ``bert`` (a real pretrained encoder; the ``real`` extra), ``experiments`` (what
-the chapters measure with), ``figures`` (matplotlib) and ``checks`` (the exercises' checks).
+are imported only when you use them: ``bert`` (a real pretrained encoder; the ``real`` extra), ``llama`` (a real
+GQA decoder read from a GGUF file; the ``llm`` extra), ``flash`` (tiled attention and split-K decoding), ``mla``
+(multi-head latent attention), ``cache_diet`` (sliding-window, attention-sink and int8 caches, and cross-layer
+sharing), ``experiments`` (what the chapters measure with), ``figures`` (matplotlib) and ``checks`` (the exercises'
+checks).
 """
 from .attention_layer import GroupedQueryAttention
 from .generation import generate

@@ -57,7 +57,8 @@ class GroupedQueryAttention(nn.Module):
             kv: keys' and values' source, shape (B, S, d_model); None means self-attention (kv = x).
             mask: boolean, True = may attend. Shape (L, S), (B, L, S) or (B, 1 or h, L, S).
             is_causal: also apply ``causal_mask(L, S)``, aligned bottom-right so that it stays
-                correct when a cache makes S > L.
+                correct when a cache makes S > L; with a cache, the cache's own ``causal_mask(L)`` (a
+                sliding-window cache also hides the keys that left the window).
             cache: a ``KVCache`` (see ``new_cache``), for self-attention only, under ``torch.no_grad()``. This
                 call's keys and values are appended to it and the queries attend to everything cached, so
                 S = cache.length afterwards.
@@ -90,7 +91,8 @@ class GroupedQueryAttention(nn.Module):
         if is_causal and mask is None and cache is None and L == S and not need_weights:
             out, weights = grouped_query_sdpa(q, k, v, is_causal=True), None  # no mask to build; PyTorch skips blocks
         else:
-            mask = layer_mask(mask, is_causal, B, self.n_heads, L, S, x.device)  # None, or broadcasts to (B, h, L, S)
+            causal = cache.causal_mask(L) if is_causal and cache is not None else None  # the cache knows its keys
+            mask = layer_mask(mask, is_causal, B, self.n_heads, L, S, x.device, causal)  # None, or (B, h, L, S)
             if need_weights:
                 group = self.n_heads // self.n_kv_heads
                 k = k.repeat_interleave(group, dim=1)  # (B, h, S, d_head): head i reads K/V head i // group

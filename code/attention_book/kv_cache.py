@@ -1,6 +1,7 @@
 """A key/value cache for incremental decoding, preallocated up to a maximum length."""
 import torch
 
+from .masks import causal_mask
 from .validation import require_positive
 
 
@@ -74,6 +75,11 @@ class KVCache:
         self.v[:, :, start:end] = v
         self.length = end
         return self.k[:, :, :end], self.v[:, :, :end]
+
+    def causal_mask(self, L):
+        """Which keys that ``append`` returned the last L tokens appended may attend to (True = may attend):
+        ``causal_mask(L, length)``, shape (L, S). A cache that drops keys (a sliding window) says so here."""
+        return causal_mask(L, self.length, device=self.k.device)
 
     def reset(self) -> None:
         """Forget every cached token (the memory stays allocated)."""

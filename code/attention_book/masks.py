@@ -44,12 +44,13 @@ def real_key_mask(lengths, S: int | None = None, device=None) -> torch.Tensor:
     return (positions < lengths[:, None])[:, None, :]  # (B, 1, S)
 
 
-def layer_mask(mask, is_causal, batch_size, n_heads, L, S, device=None):
+def layer_mask(mask, is_causal, batch_size, n_heads, L, S, device=None, causal=None):
     """An attention layer's one boolean mask (True = may attend): the caller's ``mask`` and, if ``is_causal``,
-    ``causal_mask(L, S)``, combined; None when there is neither.
+    ``causal_mask(L, S)`` (or ``causal``, when given), combined; None when there is neither.
 
     Args:
         mask: None, or a boolean tensor of shape (L, S), (B, L, S) or (B, 1 or h, L, S).
+        causal: None, or the (L, S) mask to use for causality, such as a cache's ``causal_mask(L)``.
 
     Returns:
         None, or a mask of shape (L, S) or (B or 1, h or 1, L, S) that broadcasts to the scores (B, h, L, S).
@@ -63,6 +64,6 @@ def layer_mask(mask, is_causal, batch_size, n_heads, L, S, device=None):
             mask = mask[:, None]  # (B, L, S) -> (B, 1, L, S): the same mask for every head
         check_mask(mask, torch.Size((batch_size, n_heads, L, S)))
     if is_causal:
-        causal = causal_mask(L, S, device=device)  # (L, S), aligned bottom-right
+        causal = causal_mask(L, S, device=device) if causal is None else causal  # (L, S), aligned bottom-right
         mask = causal if mask is None else mask & causal
     return mask

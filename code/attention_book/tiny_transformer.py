@@ -3,19 +3,24 @@
 Tokens and positions are embedded, pass through ``n_layers`` pre-norm blocks, and are unembedded into logits over
 the vocabulary. Two extras make the heads visible: ``attention_weights`` returns every head's pattern, and
 ``head_mask`` switches heads off one by one (ablation). For generation, ``new_caches`` makes one KVCache per
-layer and ``forward(tokens, caches=...)`` runs only the new tokens against everything cached.
+layer and ``forward(tokens, caches=...)`` runs only the new tokens against everything cached. With ``kv_share``,
+consecutive layers share one set of keys and values (cross-layer attention, Brandon et al. 2024): the model then
+has, and caches, K/V for only one layer in every ``kv_share``.
 
 Shape letters: B batch, L sequence length (of this call's tokens), S tokens attended to (cached and new),
-h query heads, d_model model width, d_head head size.
+h query heads, g K/V heads, d_model model width, d_head head size.
 """
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
 
 from .attention_layer import GroupedQueryAttention
+from .grouped_sdpa import grouped_query_sdpa
 from .kv_cache import KVCache
+from .masks import layer_mask
+from .sdpa import scaled_dot_product_attention
 from .validation import require_divisible, require_positive, require_rank
 
 
@@ -30,6 +35,9 @@ class TinyTransformerConfig:
     n_heads: int
     n_kv_heads: int | None = None  # None: one K/V head per query head (MHA)
     mlp: bool = True  # False: an attention-only transformer
+    # None: every layer makes its own keys and values. k: the layers, in consecutive groups of k, attend to the keys
+    # and values made by their group's first layer; the other layers have no k/v projections (1 = no sharing).
+    kv_share: int | None = None
 
     def __post_init__(self):
         require_positive(vocab_size=self.vocab_size, max_len=self.max_len, d_model=self.d_model,
@@ -40,6 +48,24 @@ class TinyTransformerConfig:
             require_divisible("n_heads", self.n_heads, "n_kv_heads", self.n_kv_heads)
         if not isinstance(self.mlp, bool):
             raise ValueError(f"mlp={self.mlp!r} must be True or False")
+        if self.kv_share is not None:
+            require_positive(kv_share=self.kv_share)
+            if self.n_layers % self.kv_share:
+                raise ValueError(f"kv_share={self.kv_share} must divide n_layers={self.n_layers}: the layers share "
+                                 "keys and values in consecutive groups of kv_share")
+
+    def __repr__(self):  # kv_share is shown only when set, so the configs of earlier chapters print as they did
+        shown = (f for f in fields(self) if f.name != "kv_share" or self.kv_share is not None)
+        return f"{type(self).__name__}({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
+
+    @property
+    def kv_layers(self) -> int:
+        """How many layers make (and cache) keys and values: n_layers, or n_layers // kv_share with sharing."""
+        return self.n_layers // (self.kv_share or 1)
+
+    def makes_kv(self, layer) -> bool:
+        """Whether layer ``layer`` makes its own keys and values (the first layer of its group, with sharing)."""
+        return layer % (self.kv_share or 1) == 0
 
 
 @contextmanager
@@ -98,10 +124,59 @@ class TransformerBlock(nn.Module):
         return x, weights
 
 
+def shared_kv_block(block, x, kv=None, cache=None, head_mask=None, need_weights=False):
+    """Run ``block`` with cross-layer K/V sharing: its queries attend to its group's keys and values.
+
+    The first layer of a group (the one whose attention still has ``k_proj`` and ``v_proj``) makes the keys and
+    values from its own input, and appends them to ``cache`` if one is given; every later layer of the group is
+    passed them as ``kv`` and has no k/v projections. Otherwise the same as ``block(x, head_mask, need_weights,
+    cache)``: causal, pre-norm, the MLP after the attention.
+
+    Args:
+        x: the block's input, shape (B, L, d_model).
+        kv: None for a group's first layer; for the others, the (k, v) it returned, each (B, g, S, d_head).
+        cache: the group's KVCache (first layer only), or None without caching.
+
+    Returns:
+        x (B, L, d_model), weights (B, h, L, S) or None, and kv = (k, v), each (B, g, S, d_head): the keys and
+        values of every token attended to (with a cache, S = the cached tokens plus these L).
+    """
+    attn = block.attn
+    h = block.attn_norm(x)  # (B, L, d_model)
+    B, L, _ = h.shape
+    if hasattr(attn, "k_proj"):  # the group's first layer makes the keys and values
+        k = attn.k_proj(h).view(B, L, attn.n_kv_heads, attn.d_head).transpose(1, 2)  # (B, g, L, d_head)
+        v = attn.v_proj(h).view(B, L, attn.n_kv_heads, attn.d_head).transpose(1, 2)  # (B, g, L, d_head)
+        kv = (k, v) if cache is None else cache.append(k, v)  # with a cache: (B, g, S, d_head)
+    elif kv is None or cache is not None:
+        raise ValueError("a layer without k/v projections reads its group's kv and takes no cache of its own")
+    k, v = kv
+    S = k.shape[2]
+    q = attn.q_proj(h).view(B, L, attn.n_heads, attn.d_head).transpose(1, 2)  # (B, h, L, d_head)
+    if L == S and not need_weights:
+        out, weights = grouped_query_sdpa(q, k, v, is_causal=True), None
+    else:
+        mask = layer_mask(None, True, B, attn.n_heads, L, S, x.device)  # (L, S), causal, aligned bottom-right
+        if need_weights:
+            group = attn.n_heads // attn.n_kv_heads  # query head i reads K/V head i // group
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, h, S, d_head)
+            out, weights = scaled_dot_product_attention(q, k, v, mask)
+        else:
+            out, weights = grouped_query_sdpa(q, k, v, mask), None
+    out = out.transpose(1, 2).reshape(B, L, attn.n_heads * attn.d_head)  # (B, L, h * d_head)
+    with masked_heads(attn, head_mask):
+        x = x + attn.o_proj(out)
+    if block.mlp is not None:
+        x = x + block.mlp(block.mlp_norm(x))
+    return x, weights, kv
+
+
 class TinyTransformer(nn.Module):
     """A decoder-only transformer: embeddings, ``n_layers`` TransformerBlocks, a final LayerNorm, an unembedding.
 
-    Positions use a learned embedding, one vector per position 0 .. max_len - 1.
+    Positions use a learned embedding, one vector per position 0 .. max_len - 1. With ``config.kv_share`` = k > 1,
+    layers 0, k, 2k, ... make keys and values and the k - 1 layers after each attend to them (their attention has
+    no k_proj or v_proj); the weights are drawn as without sharing, so the same seed gives the same other weights.
     """
 
     def __init__(self, config: TinyTransformerConfig):
@@ -110,6 +185,9 @@ class TinyTransformer(nn.Module):
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position_embedding = nn.Embedding(config.max_len, config.d_model)
         self.blocks = nn.ModuleList(TransformerBlock(config) for _ in range(config.n_layers))
+        for layer, block in enumerate(self.blocks):
+            if not config.makes_kv(layer):  # it reads the keys and values of its group's first layer
+                del block.attn.k_proj, block.attn.v_proj
         self.final_norm = nn.LayerNorm(config.d_model)
         self.unembed = nn.Linear(config.d_model, config.vocab_size)
 
@@ -121,9 +199,10 @@ class TinyTransformer(nn.Module):
             head_mask: optional, shape (n_layers, n_heads). Head j of layer l has its output multiplied by
                 head_mask[l, j] before the layer's output projection: 1 keeps the head, 0 ablates it.
             return_weights: also return every head's attention weights (slower: the book's own attention).
-            caches: None, or one KVCache per layer (see ``new_caches``), all holding the same number of earlier
-                tokens, P. The tokens are then positions P .. P + L - 1: each layer appends their keys and values
-                to its cache and attends to all S = P + L tokens. Decode under ``torch.no_grad()``.
+            caches: None, or one KVCache per layer (see ``new_caches``; per group of kv_share layers, with
+                sharing), all holding the same number of earlier tokens, P. The tokens are then positions
+                P .. P + L - 1: each layer appends their keys and values to its cache and attends to all S = P + L
+                tokens. Decode under ``torch.no_grad()``.
 
         Returns:
             logits: shape (B, L, vocab_size); logits[:, i] depend only on tokens[:, :i + 1] (and the cached ones).
@@ -135,10 +214,18 @@ class TinyTransformer(nn.Module):
         positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)  # (L,)
         x = self.token_embedding(tokens) + self.position_embedding(positions)  # (B, L, d_model)
         all_weights = []
+        share = self.config.kv_share or 1
+        kv = None  # with sharing: the current group's keys and values
         for layer, block in enumerate(self.blocks):
-            layer_mask = None if head_mask is None else head_mask[layer]  # (h,)
-            cache = None if caches is None else caches[layer]
-            x, weights = block(x, layer_mask, need_weights=return_weights, cache=cache)
+            layer_head_mask = None if head_mask is None else head_mask[layer]  # (h,)
+            if share == 1:
+                cache = None if caches is None else caches[layer]
+                x, weights = block(x, layer_head_mask, need_weights=return_weights, cache=cache)
+            else:
+                first = self.config.makes_kv(layer)
+                cache = caches[layer // share] if caches is not None and first else None
+                x, weights, kv = shared_kv_block(block, x, None if first else kv, cache, layer_head_mask,
+                                                 return_weights)
             all_weights.append(weights)
         logits = self.unembed(self.final_norm(x))  # (B, L, vocab_size)
         if return_weights:
@@ -146,7 +233,7 @@ class TinyTransformer(nn.Module):
         return logits
 
     def new_caches(self, batch_size, max_len=None) -> list[KVCache]:
-        """One empty KVCache per layer, for ``forward(..., caches=...)``.
+        """One empty KVCache per layer that makes keys and values (config.kv_layers), for ``forward(..., caches=...)``.
 
         Each has buffers of shape (batch_size, g, max_len, d_head), g = n_kv_heads; max_len defaults to the
         model's and may not exceed it (no position beyond it has an embedding).
@@ -155,7 +242,8 @@ class TinyTransformer(nn.Module):
         require_positive(batch_size=batch_size, max_len=max_len)
         if max_len > self.config.max_len:
             raise ValueError(f"max_len={max_len} must be <= the model's max_len={self.config.max_len}")
-        return [block.attn.new_cache(batch_size, max_len) for block in self.blocks]
+        return [block.attn.new_cache(batch_size, max_len)
+                for layer, block in enumerate(self.blocks) if self.config.makes_kv(layer)]
 
     @torch.no_grad()
     def attention_weights(self, tokens, head_mask=None):
@@ -178,9 +266,10 @@ class TinyTransformer(nn.Module):
         """The number of tokens every cache holds (0 for None), after checking caches against the model and tokens."""
         if caches is None:
             return 0
-        if not isinstance(caches, (list, tuple)) or len(caches) != self.config.n_layers or \
+        if not isinstance(caches, (list, tuple)) or len(caches) != self.config.kv_layers or \
                 not all(isinstance(cache, KVCache) for cache in caches):
-            raise ValueError(f"caches must be a list of n_layers={self.config.n_layers} KVCaches "
+            count = "n_layers" if (self.config.kv_share or 1) == 1 else "n_layers // kv_share"  # one per K/V maker
+            raise ValueError(f"caches must be a list of {count}={self.config.kv_layers} KVCaches "
                              f"(model.new_caches(batch_size)), got {type(caches).__name__}")
         lengths = {cache.length for cache in caches}
         if len(lengths) != 1:

@@ -1,0 +1,115 @@
+"""A sliding-window KV cache: a ring buffer of n_sinks + window slots, whose bytes stop growing.
+
+The first ``n_sinks`` tokens keep their slots forever (StreamingLLM's attention sinks, Xiao et al. 2023); every
+later token takes the slot of the token ``window`` positions before it, which no query will read again. Decoding
+through it gives what ``window_mask`` gives for the whole sequence at once.
+
+Positions: the book keeps each token's absolute position in the text. The attention layer rotates keys by RoPE
+at ``start = cache.length`` *before* they are cached, and ``length`` counts every token seen, so the score of a
+query and a key depends on their true distance however often the ring has wrapped. StreamingLLM makes another
+choice: it caches keys unrotated and numbers them by their slot in the cache, so no distance ever exceeds
+n_sinks + window, the distances the model was trained on. With absolute positions a model is asked about
+distances up to the length of the text for the sinks (only they are that far), which suits a model trained on
+that context (SmolLM2: 8,192) and is the simpler cache; chapter 15 discusses the difference.
+"""
+import torch
+
+from ..validation import require_positive
+from .entries import check_entries
+
+
+class RingKVCache:
+    """Keys and values of the sinks and the last ``window`` tokens, for one attention layer.
+
+    Buffers ``k`` and ``v`` have shape (B, g, n_sinks + window, d_head); ``slot_positions`` (n_sinks + window,) holds
+    the absolute position of the token in each slot (-1: empty). ``length`` counts every token appended (it is the
+    RoPE position of the next one), ``n_slots_used`` the slots filled, ``nbytes`` the buffers' bytes, which do not
+    grow with ``length``.
+
+    ``append`` returns the keys that the new tokens may need, in slot order, not in position order (attention
+    does not care about order, only the mask does): for one new token, the filled slots, views of the buffers
+    (its own included, in the slot it just took: S = n_slots_used); for a chunk of L_new > 1 tokens, the slots
+    as they were and then the chunk, concatenated (a temporary of S = n_slots_used before + L_new rows), since
+    later tokens of the chunk overwrite keys its first tokens still read. ``causal_mask(L)`` gives the (L, S)
+    mask of those keys for the chunk's queries, so ``GroupedQueryAttention(..., is_causal=True, cache=...)``
+    applies the window and the sinks.
+    """
+
+    def __init__(self, batch_size, n_kv_heads, d_head, window, n_sinks=0, dtype=torch.float32, device=None):
+        require_positive(window=window)
+        if isinstance(n_sinks, bool) or not isinstance(n_sinks, int) or n_sinks < 0:
+            raise ValueError(f"n_sinks={n_sinks!r} must be a non-negative integer (the first tokens kept forever)")
+        require_positive(batch_size=batch_size, n_kv_heads=n_kv_heads, d_head=d_head)
+        shape = (batch_size, n_kv_heads, n_sinks + window, d_head)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.length = 0
+        self.window, self.n_sinks = int(window), n_sinks
+        self.slot_positions = torch.full((n_sinks + window,), -1, dtype=torch.long, device=self.k.device)
+        self._key_positions = self.slot_positions[:0]  # the positions of the keys the last append returned
+
+    @property
+    def batch_size(self) -> int:
+        return self.k.shape[0]
+
+    @property
+    def max_len(self) -> int:
+        """Slots, n_sinks + window: the most keys a query ever reads."""
+        return self.k.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the K and V buffers together: 2 x B x g x (n_sinks + window) x d_head x bytes per number,
+        whatever ``length`` is."""
+        return self.k.nbytes + self.v.nbytes
+
+    @property
+    def n_slots_used(self) -> int:
+        return min(self.length, self.max_len)
+
+    def slot_of(self, position: int) -> int:
+        """The slot that the token at absolute ``position`` is written to: itself for a sink, else the ring's."""
+        if position < self.n_sinks:
+            return position
+        return self.n_sinks + (position - self.n_sinks) % self.window
+
+    def append(self, k, v):
+        """Store new keys and values (B, g, L_new, d_head); return the keys and values they may attend to,
+        (B, g, S, d_head) each (see the class docstring for S and the order)."""
+        B, g, _, d_head = self.k.shape
+        check_entries(k, v, B, g, d_head, self.k.dtype, self.k.device)
+        L_new, start = k.shape[2], self.length
+        new_positions = torch.arange(start, start + L_new, device=self.k.device)
+        if L_new > 1:  # the old slots and the chunk, before the chunk overwrites any of them
+            used = self.n_slots_used
+            keys = torch.cat((self.k[:, :, :used], k), dim=2)
+            values = torch.cat((self.v[:, :, :used], v), dim=2)
+            key_positions = torch.cat((self.slot_positions[:used], new_positions))
+        kept = [i for i in range(L_new) if start + i < self.n_sinks or start + L_new - 1 - (start + i) < self.window]
+        slots = torch.tensor([self.slot_of(start + i) for i in kept], dtype=torch.long, device=self.k.device)
+        kept = torch.tensor(kept, dtype=torch.long, device=self.k.device)
+        self.k[:, :, slots] = k[:, :, kept]  # each token to its slot (only the last `window` of a long chunk)
+        self.v[:, :, slots] = v[:, :, kept]
+        self.slot_positions[slots] = new_positions[kept]
+        self.length = start + L_new
+        if L_new == 1:  # the filled slots, its own included: views, no copy
+            used = self.n_slots_used
+            keys, values, key_positions = self.k[:, :, :used], self.v[:, :, :used], self.slot_positions[:used]
+        self._key_positions = key_positions.clone()
+        return keys, values
+
+    def causal_mask(self, L):
+        """Which of the keys the last ``append`` returned its last L tokens may attend to: key at position j, for
+        the query at position p, iff j <= p and (p - j < window or j < n_sinks). Shape (L, S), True = may attend."""
+        require_positive(L=L)
+        if L > self.length:
+            raise ValueError(f"L={L} queries, but only {self.length} tokens were appended")
+        query = torch.arange(self.length - L, self.length, device=self.k.device)[:, None]  # (L, 1)
+        key = self._key_positions[None, :]  # (1, S)
+        return (key >= 0) & (key <= query) & ((query - key < self.window) | (key < self.n_sinks))
+
+    def reset(self) -> None:
+        """Forget every cached token (the memory stays allocated)."""
+        self.length = 0
+        self.slot_positions.fill_(-1)
+        self._key_positions = self.slot_positions[:0]
