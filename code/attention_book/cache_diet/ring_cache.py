@@ -14,12 +14,14 @@ that context (SmolLM2: 8,192) and is the simpler cache; chapter 15 discusses the
 """
 import torch
 
+from ..kv_cache import KVCache
 from ..validation import require_positive
 from .entries import check_entries
 
 
-class RingKVCache:
-    """Keys and values of the sinks and the last ``window`` tokens, for one attention layer.
+class RingKVCache(KVCache):
+    """Keys and values of the sinks and the last ``window`` tokens, for one attention layer: a ``KVCache`` of
+    n_sinks + window slots (its ``max_len``) whose ``append`` and ``causal_mask`` reuse the slots.
 
     Buffers ``k`` and ``v`` have shape (B, g, n_sinks + window, d_head); ``slot_positions`` (n_sinks + window,) holds
     the absolute position of the token in each slot (-1: empty). ``length`` counts every token appended (it is the
@@ -39,29 +41,10 @@ class RingKVCache:
         require_positive(window=window)
         if isinstance(n_sinks, bool) or not isinstance(n_sinks, int) or n_sinks < 0:
             raise ValueError(f"n_sinks={n_sinks!r} must be a non-negative integer (the first tokens kept forever)")
-        require_positive(batch_size=batch_size, n_kv_heads=n_kv_heads, d_head=d_head)
-        shape = (batch_size, n_kv_heads, n_sinks + window, d_head)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
-        self.length = 0
+        super().__init__(batch_size, n_kv_heads, d_head, n_sinks + window, dtype=dtype, device=device)
         self.window, self.n_sinks = int(window), n_sinks
         self.slot_positions = torch.full((n_sinks + window,), -1, dtype=torch.long, device=self.k.device)
         self._key_positions = self.slot_positions[:0]  # the positions of the keys the last append returned
-
-    @property
-    def batch_size(self) -> int:
-        return self.k.shape[0]
-
-    @property
-    def max_len(self) -> int:
-        """Slots, n_sinks + window: the most keys a query ever reads."""
-        return self.k.shape[2]
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the K and V buffers together: 2 x B x g x (n_sinks + window) x d_head x bytes per number,
-        whatever ``length`` is."""
-        return self.k.nbytes + self.v.nbytes
 
     @property
     def n_slots_used(self) -> int:
@@ -110,6 +93,6 @@ class RingKVCache:
 
     def reset(self) -> None:
         """Forget every cached token (the memory stays allocated)."""
-        self.length = 0
+        super().reset()
         self.slot_positions.fill_(-1)
         self._key_positions = self.slot_positions[:0]
