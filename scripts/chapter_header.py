@@ -61,6 +61,7 @@ NEEDS = {
     12: [6, 8, 9, 11],
     13: [2, 6, 8, 10],
     14: [6, 8, 10, 11],
+    15: [6, 8, 11, 12],
 }
 
 READING_WORDS_PER_MINUTE = 150  # technical prose, read to be understood

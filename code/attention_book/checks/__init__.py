@@ -7,6 +7,7 @@ stub it says what the function must return, not how. ``hint(name)`` prints how, 
 called ``name``: ``checks.hint("stable_softmax")``.
 """
 from ._compare import CheckFailed, hint
+from .cache_diet import check_local_global_bytes, check_quantize_keys, check_ring_slot
 from .flash import check_largest_block_k, check_merge_two, check_update_max_and_sum
 from .grouped_query import check_folded_gqa, check_kv_head_of, check_repeat_kv
 from .kv_cache import check_decode_with_cache, check_kv_bytes_per_token, check_max_context
@@ -39,4 +40,5 @@ __all__ = [
     "check_rms_norm", "check_swiglu", "check_roofline_tokens_per_s", "check_perplexity",
     "check_latent_cache_bytes", "check_absorb_query", "check_decoupled_rope_key",
     "check_update_max_and_sum", "check_merge_two", "check_largest_block_k",
+    "check_ring_slot", "check_quantize_keys", "check_local_global_bytes",
 ]

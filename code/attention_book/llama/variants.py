@@ -70,23 +70,42 @@ def with_kv_heads(model: LlamaDecoder, n_kv_heads, init="mean") -> LlamaDecoder:
 
 
 @torch.inference_mode()
-def perplexity(model, ids, chunk=256) -> float:
-    """exp(mean negative log-likelihood) of each token of ``ids`` given all the tokens before it.
+def token_losses(model, ids, chunk=256, new_caches=None):
+    """The loss (negative log-likelihood, in nats) of each token of ``ids`` given all the tokens before it.
 
     Args:
         ids: token ids, shape (N,) or (1, N), N >= 2 and at most the model's context length.
-        chunk: tokens per forward call. The chunks go through one ``KVCache`` per layer, so every token sees the
-            whole text before it (the result is that of one pass over all N tokens), with logits of only
-            (chunk, V) at a time.
+        chunk: tokens per forward call. The chunks go through one cache per layer, so every token sees the
+            whole text before it that its cache keeps (with ``KVCache``, all of it: one pass over all N tokens),
+            with logits of only (chunk, V) at a time.
+        new_caches: None (the default: ``model.new_caches(1, N)``, one full ``KVCache`` per layer), a callable
+            ``new_caches(batch_size, max_len)`` returning one cache per layer, or a list of fresh caches, one per
+            layer (batch size 1). Chapter 15 passes its cache policies this way (a ``RingKVCache`` per layer, say):
+            each token is then predicted under that policy.
+    Returns:
+        losses: shape (N - 1,); losses[i] is the loss of token i + 1.
     """
     ids = ids.reshape(1, -1)
     N = ids.shape[1]
     if N < 2:
-        raise ValueError(f"perplexity needs at least 2 tokens, got {N}")
-    caches = model.new_caches(1, N)
-    total = 0.0
+        raise ValueError(f"token_losses needs at least 2 tokens, got {N}")
+    require_positive(chunk=chunk)
+    if new_caches is None:
+        caches = model.new_caches(1, N)
+    elif callable(new_caches):
+        caches = new_caches(1, N)
+    else:
+        caches = list(new_caches)
+    losses = []
     for start in range(0, N - 1, chunk):
         end = min(start + chunk, N - 1)
         logits = model(ids[:, start:end], caches)  # (1, end - start, V): predictions of tokens start + 1 .. end
-        total += F.cross_entropy(logits[0], ids[0, start + 1:end + 1], reduction="sum").item()
-    return math.exp(total / (N - 1))
+        losses.append(F.cross_entropy(logits[0], ids[0, start + 1:end + 1], reduction="none"))
+    return torch.cat(losses)
+
+
+def perplexity(model, ids, chunk=256, new_caches=None) -> float:
+    """exp(mean negative log-likelihood) of each token of ``ids`` given all the tokens before it: the mean of
+    ``token_losses`` (same arguments), exponentiated."""
+    losses = token_losses(model, ids, chunk, new_caches)
+    return math.exp(losses.double().mean().item())
