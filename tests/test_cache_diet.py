@@ -13,12 +13,12 @@ from attention_book.cache_diet import (Int8KVCache, RingKVCache, cache_bytes_at,
                                        dequantize, int8_caches, int8_decode_attention, layer_windows,
                                        local_global_caches, quantize_keys_per_channel, quantize_values_per_token,
                                        ring_caches, window_mask)
-from attention_book.cache_diet.cross_layer import CrossLayerDecoder, shared_kv_owners
+from attention_book.cross_layer import shared_kv_owners
 from attention_book.grouped_sdpa import grouped_query_sdpa
 from attention_book.kv_cache import kv_cache_bytes_per_token
 from attention_book.llama.decoder import LlamaDecoder
 from attention_book.llama.loader import LlamaConfig
-from attention_book.llama.variants import token_losses
+from attention_book.llama.variants import token_losses, with_shared_kv
 from attention_book.rope import Rope
 
 
@@ -179,7 +179,7 @@ def tiny_llama():
 @given(seed=SEEDS, n=st.integers(1, 20), share=st.integers(1, 3), cuts=CHUNKS)
 def test_cross_layer_sharing(tiny_llama, seed, n, share, cuts):
     ids = torch.randint(0, 50, (2, n), generator=torch.Generator().manual_seed(seed))
-    shared = CrossLayerDecoder(tiny_llama, share)
+    shared = with_shared_kv(tiny_llama, share) if share > 1 else tiny_llama
     with torch.no_grad():
         plain, full = tiny_llama(ids), shared(ids)
         caches, outs, start = shared.new_caches(2, n), [], 0
@@ -197,7 +197,7 @@ def test_cross_layer_sharing_halves_the_cache(tiny_llama):
     config = LlamaConfig(**{**TINY.__dict__, "n_layers": 4})
     model = LlamaDecoder(config).eval()
     plain = sum(cache.nbytes for cache in model.new_caches(1, 32))
-    assert CrossLayerDecoder(model, 2).cache_bytes(1, 32) * 2 == plain
+    assert sum(cache.nbytes for cache in with_shared_kv(model, 2).new_caches(1, 32)) * 2 == plain
     assert shared_kv_owners(5, 2) == [0, 0, 2, 2, 4]
 
 
@@ -248,7 +248,8 @@ def test_policies_through_token_losses(tiny_llama):
     (lambda: RingKVCache(1, 1, 4, window=2, n_sinks=1.5), "n_sinks=1.5"),
     (lambda: RingKVCache(1, 1, 4, 2).append(torch.zeros(1, 1, 1, 4), torch.zeros(1, 1, 2, 4)), "same shape"),
     (lambda: RingKVCache(1, 1, 4, 2).append(torch.zeros(2, 1, 1, 4), torch.zeros(2, 1, 1, 4)), "batch_size=1"),
-    (lambda: RingKVCache(1, 1, 4, 2).append(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4)), "n_kv_heads=1"),
+    (lambda: RingKVCache(1, 1, 4, 2).append(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4)),
+     r"= \(1, 1, L_new, 4\) to fit"),
     (lambda: RingKVCache(1, 1, 4, 2).append(torch.zeros(1, 1, 1, 4).double(), torch.zeros(1, 1, 1, 4).double()),
      "dtype"),
     (lambda: RingKVCache(1, 1, 4, 2).append(torch.zeros(1, 1, 1, 4, requires_grad=True), torch.zeros(1, 1, 1, 4)),
@@ -275,6 +276,6 @@ def test_bad_inputs_are_named(make, message):
 
 
 def test_cross_layer_caches_must_match_the_groups(tiny_llama):
-    shared = CrossLayerDecoder(tiny_llama, 2)
+    shared = with_shared_kv(tiny_llama, 2)
     with pytest.raises(ValueError, match="one cache per group of 2 layers"):
         shared(torch.zeros(1, 2, dtype=torch.long), tiny_llama.new_caches(1, 4))

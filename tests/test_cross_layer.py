@@ -8,8 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attention_book.attention_layer import GroupedQueryAttention
-from attention_book.experiments import cross_layer
+from attention_book.convert import convert_to_gqa
+from attention_book.experiments import cla_experiment as cross_layer
 from attention_book.tiny_transformer import TinyTransformer, TinyTransformerConfig
+from attention_book.torch_interop import to_torch_mha
 
 VOCAB = 11
 BASE = dict(vocab_size=VOCAB, max_len=10, d_model=16, n_layers=2, n_heads=4)
@@ -111,17 +113,28 @@ def test_cache_bytes_halve_with_pairs():
                                                (-2, "kv_share=-2 must be a positive integer"),
                                                (1.5, "kv_share=1.5 must be a positive integer"),
                                                (True, "kv_share=True must be a positive integer"),
-                                               ("2", "kv_share='2' must be a positive integer"),
-                                               (3, "kv_share=3 must divide n_layers=2"),
-                                               (4, "kv_share=4 must divide n_layers=2")])
+                                               ("2", "kv_share='2' must be a positive integer")])
 def test_bad_kv_share_raises(kv_share, message):
     with pytest.raises(ValueError, match=message):
         TinyTransformerConfig(**BASE, kv_share=kv_share)
 
 
+def test_a_last_group_may_be_shorter():
+    """One rule for the tiny model and the Llama decoder (cross_layer.shared_kv_owners): 5 layers in pairs make
+    3 K/V, the last layer alone in its group."""
+    net = model(n_layers=5, kv_share=2)
+    assert net.config.kv_layers == 3 and [net.config.makes_kv(i) for i in range(5)] == [True, False, True, False, True]
+    x = tokens(2, 6)
+    with torch.no_grad():
+        caches = net.new_caches(2)
+        assert len(caches) == 3
+        stepped = torch.cat([net(x[:, t:t + 1], caches=caches) for t in range(6)], dim=1)
+    torch.testing.assert_close(stepped, net(x).detach(), atol=1e-5, rtol=1e-5)
+
+
 def test_caches_must_be_one_per_group():
     net = model(n_layers=4, kv_share=2)
-    with pytest.raises(ValueError, match=r"caches must be a list of n_layers // kv_share=2 KVCaches"):
+    with pytest.raises(ValueError, match=r"caches must be a list of 2 KV caches, one per group of kv_share layers"):
         net(tokens(1, 3), caches=model(n_layers=4).new_caches(1))
 
 
@@ -149,3 +162,27 @@ def test_experiment_runs_and_returns_the_documented_keys():
     assert all(results[v]["parameters"] == 8_080 for v in ("shared", "gqa", "converted", "retrained"))
     assert results["converted"]["train_seconds"] == 0
     assert all(0 <= row["accuracy"] <= 1 and row["loss"] > 0 for row in results.values())
+
+
+def test_a_sharing_model_converts_to_gqa():
+    """18d0874 deleted the sharing layers' k_proj and v_proj, so convert_to_gqa raised AttributeError."""
+    net = model(n_layers=4, kv_share=2, n_kv_heads=4)
+    gqa = convert_to_gqa(net, 2)
+    assert gqa.config.n_kv_heads == 2 and [b.attn.makes_kv for b in gqa.blocks] == [True, False, True, False]
+    assert gqa.blocks[0].attn.k_proj.weight.shape == (2 * 4, 16)
+    with torch.no_grad():
+        caches = gqa.new_caches(1)
+        x = tokens(1, 5)
+        stepped = torch.cat([gqa(x[:, t:t + 1], caches=caches) for t in range(5)], dim=1)
+        torch.testing.assert_close(stepped, gqa(x), atol=1e-5, rtol=1e-5)
+
+
+def test_a_sharing_layer_says_what_it_needs():
+    """18d0874: AttributeError 'GroupedQueryAttention' object has no attribute 'k_proj'."""
+    attn = model(kv_share=2).blocks[1].attn
+    with pytest.raises(ValueError, match="makes no keys and values of its own .* pass shared_kv"):
+        attn(torch.zeros(1, 3, 16))
+    with pytest.raises(ValueError, match="nn.MultiheadAttention has no way to read another layer's keys"):
+        to_torch_mha(attn)
+    with pytest.raises(ValueError, match="the cache of its group's first layer holds them"):
+        attn.new_cache(1, 4)

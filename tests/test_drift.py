@@ -247,18 +247,43 @@ def small_llama_config():
 
 
 def exercise_decoder_block(shown, package):
-    """A small GQA block with RoPE: a causal forward, then a cached prefill and fused decode steps."""
+    """A small GQA block with RoPE: a causal forward, a cached prefill and decode steps, and a block that attends to
+    another block's keys and values (cross-layer sharing)."""
     from attention_book.rope import Rope
     x, results = torch.randn(2, 6, 16), ([], [])
     for cls, found in zip((shown, package), results, strict=True):
         block = seeded(lambda cls=cls: cls(small_llama_config(), Rope(4, 100.0)))
+        sharer = seeded(lambda cls=cls: cls(small_llama_config(), Rope(4, 100.0), makes_kv=False))
         with torch.no_grad():
             found.append(block(x))
-            block.fuse_qkv()
             cache = block.attention.new_cache(2, 6)
             found.append(block(x[:, :4], cache))
-            found += [block.decode(x[:, t:t + 1], cache) for t in (4, 5)]
+            found += [block(x[:, t:t + 1], cache) for t in (4, 5)]
+            found.append(sharer(x, shared_kv=block.keys_values(x)))
     return results
+
+
+def exercise_fuse_qkv(shown, package):
+    """A GQA layer with RoPE, fused by each, then a cached prefill and two decode steps."""
+    from attention_book.attention_layer import GroupedQueryAttention
+    from attention_book.rope import Rope
+    x, results = torch.randn(2, 6, 16), ([], [])
+    for fuse, found in zip((shown, package), results, strict=True):
+        layer = seeded(lambda: GroupedQueryAttention(16, 4, 2, bias=False, rope=Rope(4, 100.0)))
+        fuse(layer)
+        with torch.no_grad():
+            cache = layer.new_cache(2, 6)
+            found += [layer(x[:, :4], cache=cache, is_causal=True)[0],
+                      *[layer(x[:, t:t + 1], cache=cache)[0] for t in (4, 5)]]
+    return results
+
+
+def exercise_attend(shown, package):
+    """Both kernels (with and without weights), with a mask and causal without one, h = 4 over g = 2."""
+    q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
+    mask = torch.rand(5, 5) < 0.7
+    return [[*fn(q, k, v, mask, need_weights=True), fn(q, k, v, mask)[0], fn(q, k, v, is_causal=True)[0]]
+            for fn in (shown, package)]
 
 
 def exercise_generate_greedy(shown, package):
@@ -333,6 +358,8 @@ EXERCISES = {  # shown name -> fn(shown object, package object) -> (what the sho
     "RMSNorm": lambda shown, package: same_module_output(shown, package, lambda: (16,), lambda: RMS_ARGS[:1]),
     "SwiGLU": lambda shown, package: same_module_output(shown, package, lambda: (16, 24), lambda: RMS_ARGS[:1]),
     "DecoderBlock": exercise_decoder_block,
+    "fuse_qkv": exercise_fuse_qkv,
+    "attend": exercise_attend,
     "generate_greedy": exercise_generate_greedy,
     "pairs_to_halves_rows": lambda shown, package: (shown(torch.arange(48.0).reshape(12, 4), 3),
                                                     package(torch.arange(48.0).reshape(12, 4), 3)),

@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch import nn
 
+from attention_book.mla import LatentCache
 from attention_book import (GroupedQueryAttention, KVCache, causal_mask, from_torch_mha, real_key_mask,
                             scaled_dot_product_attention, to_torch_mha)
 
@@ -121,12 +122,22 @@ CASES = SIZE_CASES + [
                  r"batch size 2 does not match the cache's batch_size=3", id="cache-batch-differs"),
     pytest.param(lambda: decode([1], dtype=torch.float64),
                  r"k has dtype torch.float32 but the cache holds torch.float64", id="cache-dtype-differs"),
-    pytest.param(decode_with_other_layers_cache, r"does not fit a cache of n_kv_heads=1 and d_head=2",
+    pytest.param(decode_with_other_layers_cache, r"the cache holds n_kv_heads=1 and d_head=2 but the layer makes",
                  id="cache-of-another-layer"),
     pytest.param(lambda: KVCache(B, 2, 4, 8).append(torch.randn(B, 2, 1, 4), torch.randn(B, 2, 2, 4)),
                  r"k and v must have the same shape", id="cache-append-k-v-differ"),
     pytest.param(lambda: KVCache(B, 2, 4, 8).append(torch.randn(2, 1, 4), torch.randn(2, 1, 4)),
                  r"k must have shape \(B, g, L_new, d_head\), got 3 dimensions", id="cache-append-3d"),
+    # v is checked as k is (18d0874 checked only k's dtype and device, and took zero new tokens)
+    pytest.param(lambda: KVCache(B, 2, 4, 8).append(torch.randn(B, 2, 1, 4), torch.randn(B, 2, 1, 4).bfloat16()),
+                 r"v has dtype torch.bfloat16 but the cache holds torch.float32", id="cache-append-v-dtype"),
+    pytest.param(lambda: KVCache(B, 2, 4, 8).append(torch.randn(B, 2, 1, 4), torch.randn(B, 2, 1, 4, device="meta")),
+                 r"v is on meta but the cache is on cpu", id="cache-append-v-device"),
+    pytest.param(lambda: KVCache(B, 2, 4, 8).append(torch.randn(B, 2, 0, 4), torch.randn(B, 2, 0, 4)),
+                 r"k and v hold no new token \(L_new = 0\)", id="cache-append-nothing"),
+    pytest.param(lambda: layer()(x(), cache=LatentCache(B, 4, 2, 8)),
+                 r"cache must be a K/V cache that keeps the contract of attention_book.kv_cache .* got LatentCache",
+                 id="layer-given-a-latent-cache"),
     # --- sdpa
     pytest.param(lambda: sdpa(q_shape=(4,)),
                  r"q must have at least 2 dimensions \(\.\.\., length, d\), got shape \(4,\)",

@@ -130,7 +130,7 @@ def test_forward_refuses_bad_caches():
     net = model(n_layers=2)
     tokens = prompt()
     with torch.no_grad():
-        with pytest.raises(ValueError, match=r"caches must be a list of n_layers=2 KVCaches"):
+        with pytest.raises(ValueError, match=r"caches must be a list of 2 KV caches, one per layer"):
             net(tokens, caches=net.new_caches(2)[:1])
         with pytest.raises(ValueError, match=r"tokens have batch size B=2 but the caches were made for batch_size=3"):
             net(tokens, caches=net.new_caches(3))

@@ -60,6 +60,20 @@ def pool_kv_heads(layer, n_kv_heads, init="mean", generator=None) -> GroupedQuer
     return new
 
 
+def shared_kv_layer(layer, n_kv_heads) -> GroupedQueryAttention:
+    """A copy of ``layer``, a layer that attends to another layer's keys and values (cross-layer sharing, no k_proj
+    or v_proj), for a group whose K/V layer now has ``n_kv_heads`` heads: the same W_q, W_o and RoPE."""
+    require_positive(n_kv_heads=n_kv_heads)
+    require_divisible("the layer's n_kv_heads", layer.n_kv_heads, "n_kv_heads", n_kv_heads)
+    weight = layer.q_proj.weight
+    new = GroupedQueryAttention(layer.d_model, layer.n_heads, n_kv_heads, layer.d_head,
+                                bias=layer.q_proj.bias is not None, rope=layer.rope, makes_kv=False)
+    new = new.to(device=weight.device, dtype=weight.dtype)
+    new.q_proj.load_state_dict(layer.q_proj.state_dict())
+    new.o_proj.load_state_dict(layer.o_proj.state_dict())
+    return new
+
+
 def pool_heads(param, old_heads, new_heads, init, generator, fan_in):
     """Pool a K or V projection's weight (old_heads * d_head, d_model) or bias (old_heads * d_head,) into
     new_heads groups of consecutive heads: shape (new_heads * d_head, d_model) or (new_heads * d_head,)."""
@@ -77,8 +91,10 @@ def pool_heads(param, old_heads, new_heads, init, generator, fan_in):
 def convert_to_gqa(model, n_kv_heads, init="mean", generator=None):
     """A copy of ``model`` in which every ``GroupedQueryAttention`` is pooled to ``n_kv_heads`` K/V heads.
 
-    ``model`` may also be a single layer. If the model has a dataclass ``config`` with an ``n_kv_heads``
-    field (as ``TinyTransformer`` does), the copy's config says the new number. ``model`` is left untouched.
+    ``model`` may also be a single layer. A layer that shares another layer's keys and values (cross-layer sharing)
+    keeps sharing them, now with n_kv_heads heads (``shared_kv_layer``). If the model has a dataclass ``config``
+    with an ``n_kv_heads`` field (as ``TinyTransformer`` does), the copy's config says the new number. ``model`` is
+    left untouched.
     """
     if isinstance(model, (GroupedQueryAttention, nn.MultiheadAttention)):
         return pool_kv_heads(model, n_kv_heads, init, generator)
@@ -89,7 +105,9 @@ def convert_to_gqa(model, n_kv_heads, init="mean", generator=None):
     for name, layer in layers:
         parent_name, _, attr = name.rpartition(".")
         parent = new.get_submodule(parent_name) if parent_name else new
-        setattr(parent, attr, pool_kv_heads(layer, n_kv_heads, init, generator))
+        converted = pool_kv_heads(layer, n_kv_heads, init, generator) if layer.makes_kv else \
+            shared_kv_layer(layer, n_kv_heads)
+        setattr(parent, attr, converted)
     config = getattr(new, "config", None)
     if dataclasses.is_dataclass(config) and any(f.name == "n_kv_heads" for f in dataclasses.fields(config)):
         new.config = dataclasses.replace(config, n_kv_heads=n_kv_heads)

@@ -1,11 +1,35 @@
 """Grouped-query attention through PyTorch's fused kernel, reading each K/V head once, not once per query head.
 
-``grouped_query_sdpa`` is what the book's layer runs. The two other functions compute the same thing the
-common ways, for comparison in chapter 8 and in ``benchmarks/decode.py``.
+``attend`` is the one place that chooses how attention is computed, for every layer and model of the book;
+``grouped_query_sdpa`` is the kernel it runs unless weights are asked for. The last two functions compute the same
+thing the common ways, for comparison in chapter 8 and in ``benchmarks/decode.py``.
 """
 import torch.nn.functional as F
 
+from .sdpa import scaled_dot_product_attention
 from .validation import check_mask, require_divisible, require_rank
+
+
+def attend(q, k, v, mask=None, is_causal=False, need_weights=False):
+    """Attention of h query heads over g K/V heads, with the kernel that suits the call; returns (out, weights).
+
+    Args:
+        q: queries, shape (B, h, L, d). k, v: keys and values, shape (B, g, S, d); g divides h.
+        mask: None, or the boolean mask (True = may attend) of shape (L, S) or (B or 1, h or 1, L, S).
+        is_causal: causal attention with no mask tensor, for L == S (no cache): PyTorch skips the masked blocks.
+        need_weights: run the book's own ``scaled_dot_product_attention`` (each K/V head repeated for its group)
+            and return the per-head weights; otherwise PyTorch's fused kernel through ``grouped_query_sdpa``.
+
+    Returns:
+        out: shape (B, h, L, d). weights: shape (B, h, L, S), or None.
+    """
+    if need_weights:
+        if is_causal:
+            raise ValueError("is_causal=True builds no mask: with need_weights, pass causal_mask(L, S) as mask")
+        group = q.shape[1] // k.shape[1]  # query head i reads K/V head i // group
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, h, S, d)
+        return scaled_dot_product_attention(q, k, v, mask)
+    return grouped_query_sdpa(q, k, v, mask, is_causal=is_causal), None
 
 
 def grouped_query_sdpa(q, k, v, mask=None, is_causal=False):

@@ -1,8 +1,105 @@
-"""A key/value cache for incremental decoding, preallocated up to a maximum length."""
+"""A key/value cache for incremental decoding, preallocated up to a maximum length, and the contract of every cache.
+
+The cache contract: what an attention layer may use of a cache. ``KVCache`` and the caches of chapter 15
+(``RingKVCache``, ``Int8KVCache``) keep all of it; MLA's ``LatentCache`` (chapter 14) keeps the same contract for
+its own entries, one latent row per token instead of K and V.
+
+- ``append(*entries)``: store this call's entries (for K/V: k and v, each (B, g, L_new, d_head), L_new >= 1) and
+  return what this call's queries attend to (for K/V: keys and values (B, g, S, d_head)). It refuses entries of
+  another shape, dtype or device, entries that need gradients (a cache writes in place: decode under
+  ``torch.no_grad()``), and more tokens than ``max_len`` holds: ``check_entries`` is the one validator.
+- ``length``: tokens appended since the last ``reset``, which is also the position of the next token (RoPE's).
+- ``causal_mask(L)``: the (L, S) boolean mask (True = may attend) of the last L tokens appended over the keys the
+  last ``append`` returned. A cache that drops or reorders keys (a sliding window) says so here.
+- ``batch_size``, ``max_len``, ``nbytes`` (bytes of every buffer it holds), ``dtype``, ``device``; a K/V cache also
+  says ``n_kv_heads`` and ``d_head``, so that a layer can refuse a cache made for another layer.
+- ``reset()``: forget every token; the memory stays allocated.
+
+Its dtype and device are fixed when it is made (a layer's ``new_cache`` gives them the layer's); entries must
+already have them: nothing is converted silently.
+"""
+from typing import Protocol, runtime_checkable
+
 import torch
 
 from .masks import causal_mask
 from .validation import require_positive
+
+
+@runtime_checkable
+class Cache(Protocol):
+    """The cache contract (see the module docstring): what a layer may use of any cache."""
+
+    length: int
+
+    def append(self, *entries): ...
+
+    def causal_mask(self, L): ...
+
+    def reset(self) -> None: ...
+
+
+def check_entries(shapes, dtype, device, max_len, length, **entries):
+    """Raise a ValueError unless the ``entries`` (name=tensor) fit a cache.
+
+    Args:
+        shapes: name -> (the shape the entry must have, with None where the new tokens go, and its letters): for
+            k and v ``((B, g, None, d_head), "B, g, L_new, d_head")``. Every entry must hold the same number
+            L_new >= 1 of new tokens; the first number is the cache's batch size.
+        dtype, device: the cache's; every entry must already have them.
+        max_len, length: the cache's capacity and how many tokens it holds (max_len None: no limit, a ring).
+    """
+    names = " and ".join(entries)
+    for name, t in entries.items():
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{names} must be tensors, got {name} of type {type(t).__name__}")
+    if len({shape for shape, _ in shapes.values()}) == 1 and len({t.shape for t in entries.values()}) > 1:
+        shown = " and ".join(f"{name} {tuple(t.shape)}" for name, t in entries.items())
+        raise ValueError(f"{names} must have the same shape, got {shown}")
+    new_tokens = set()
+    for name, t in entries.items():
+        shape, letters = shapes[name]
+        if t.dim() != len(shape):
+            raise ValueError(f"{name} must have shape ({letters}), got {t.dim()} dimensions: {tuple(t.shape)}")
+        if t.shape[0] != shape[0]:
+            raise ValueError(f"batch size {t.shape[0]} does not match the cache's batch_size={shape[0]}: "
+                             "make a new cache for a new batch")
+        if any(want is not None and got != want for got, want in zip(t.shape, shape, strict=True)):
+            wanted = ", ".join("L_new" if size is None else str(size) for size in shape)
+            raise ValueError(f"{name} must have shape ({letters}) = ({wanted}) to fit the cache, got {tuple(t.shape)}")
+        new_tokens.add(t.shape[shape.index(None)])
+        if t.dtype != dtype:
+            raise ValueError(f"{name} has dtype {t.dtype} but the cache holds {dtype}")
+        if t.device != device:
+            raise ValueError(f"{name} is on {t.device} but the cache is on {device}")
+    if len(new_tokens) > 1:
+        raise ValueError(f"{names} must hold the same number of tokens, got {sorted(new_tokens)}")
+    (L_new,) = new_tokens
+    if L_new == 0:
+        raise ValueError(f"{names} hold no new token (L_new = 0): append at least one")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in entries.values()):
+        raise ValueError(f"{names} require grad, but the cache stores them in place and cannot be trained "
+                         "through: decode under torch.no_grad() (training needs no cache)")
+    if max_len is not None and length + L_new > max_len:
+        raise ValueError(f"cache overflow: {length} cached + {L_new} new tokens exceeds max_len={max_len}")
+
+
+def kv_entry_shapes(batch_size, n_kv_heads, d_head):
+    """``check_entries``' shapes for the keys and values of a K/V cache: (B, g, L_new, d_head) each."""
+    shape = ((batch_size, n_kv_heads, None, d_head), "B, g, L_new, d_head")
+    return {"k": shape, "v": shape}
+
+
+def check_cache_fits(cache, n_kv_heads, d_head):
+    """Raise a ValueError unless ``cache`` keeps the K/V cache contract for a layer with these n_kv_heads and
+    d_head (a ``KVCache`` from that layer's ``new_cache``, or one of chapter 15's)."""
+    if not isinstance(cache, Cache) or not hasattr(cache, "n_kv_heads"):
+        raise ValueError(f"cache must be a K/V cache that keeps the contract of attention_book.kv_cache (append, "
+                         f"length, causal_mask, n_kv_heads, d_head), such as layer.new_cache(...); got "
+                         f"{type(cache).__name__}")
+    if (cache.n_kv_heads, cache.d_head) != (n_kv_heads, d_head):
+        raise ValueError(f"the cache holds n_kv_heads={cache.n_kv_heads} and d_head={cache.d_head} but the layer "
+                         f"makes n_kv_heads={n_kv_heads} and d_head={d_head}: make its cache with layer.new_cache")
 
 
 class KVCache:
@@ -28,8 +125,24 @@ class KVCache:
         return self.k.shape[0]
 
     @property
+    def n_kv_heads(self) -> int:
+        return self.k.shape[1]
+
+    @property
     def max_len(self) -> int:
         return self.k.shape[2]
+
+    @property
+    def d_head(self) -> int:
+        return self.k.shape[3]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.k.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.k.device
 
     @property
     def nbytes(self) -> int:
@@ -45,32 +158,9 @@ class KVCache:
         Returns:
             k, v: views of the filled part of the buffers, shape (B, g, S, d_head) with S = length.
         """
-        if k.shape != v.shape:
-            raise ValueError(f"k and v must have the same shape, got k {tuple(k.shape)} and v {tuple(v.shape)}")
-        if k.dim() != 4:
-            raise ValueError(f"k must have shape (B, g, L_new, d_head), got {k.dim()} dimensions: {tuple(k.shape)}")
-        if k.shape[0] != self.batch_size:
-            raise ValueError(
-                f"batch size {k.shape[0]} does not match the cache's batch_size={self.batch_size}: "
-                "make a new cache for a new batch"
-            )
-        if k.shape[1] != self.k.shape[1] or k.shape[3] != self.k.shape[3]:
-            raise ValueError(
-                f"k of shape {tuple(k.shape)} does not fit a cache of n_kv_heads={self.k.shape[1]} "
-                f"and d_head={self.k.shape[3]}"
-            )
-        if k.dtype != self.k.dtype:
-            raise ValueError(f"k has dtype {k.dtype} but the cache holds {self.k.dtype}")
-        if k.device != self.k.device:
-            raise ValueError(f"k is on {k.device} but the cache is on {self.k.device}")
-        if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):
-            raise ValueError("k and v require grad, but the cache stores them in place and cannot be trained "
-                             "through: decode under torch.no_grad() (training needs no cache)")
+        shapes = kv_entry_shapes(self.batch_size, self.n_kv_heads, self.d_head)  # (B, g, L_new, d_head) each
+        check_entries(shapes, self.dtype, self.device, self.max_len, self.length, k=k, v=v)
         start, end = self.length, self.length + k.shape[2]
-        if end > self.max_len:
-            raise ValueError(
-                f"cache overflow: {self.length} cached + {k.shape[2]} new tokens exceeds max_len={self.max_len}"
-            )
         self.k[:, :, start:end] = k
         self.v[:, :, start:end] = v
         self.length = end

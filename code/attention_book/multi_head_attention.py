@@ -3,11 +3,10 @@
 This is the layer that chapter 3 builds. It has no KV cache and no sharing of key/value heads: chapter 8's
 ``GroupedQueryAttention`` is the same layer with both added.
 """
-import torch.nn.functional as F
 from torch import nn
 
+from .grouped_sdpa import attend
 from .masks import layer_mask
-from .sdpa import scaled_dot_product_attention
 from .validation import check_layer_inputs, require_divisible, require_positive
 
 
@@ -53,7 +52,7 @@ class MultiHeadAttention(nn.Module):
             is_causal: also apply ``causal_mask(L, S)``: query i may attend to keys up to i + (S - L).
             need_weights: if True, run the book's own ``scaled_dot_product_attention`` and return the weights;
                 if False, run ``F.scaled_dot_product_attention``, which can use a fused kernel that never stores
-                them, and return None for them.
+                them, and return None for them. ``attend`` makes that choice, for every layer of the book.
 
         Returns:
             out: shape (B, L, d_model).
@@ -66,12 +65,7 @@ class MultiHeadAttention(nn.Module):
         q = self.q_proj(x).view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, L, d_head)
         k = self.k_proj(kv).view(B, S, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, S, d_head)
         v = self.v_proj(kv).view(B, S, self.n_heads, self.d_head).transpose(1, 2)  # (B, h, S, d_head)
-        if need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, h, L, d_head), (B, h, L, S)
-        else:
-            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None  # (B, h, L, d_head)
-            if mask is not None:  # a query with no key to attend to: zeros, whatever the kernel returns
-                out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+        out, weights = attend(q, k, v, mask, need_weights=need_weights)  # (B, h, L, d_head), (B, h, L, S) or None
         out = out.transpose(1, 2).reshape(B, L, self.n_heads * self.d_head)  # concatenate the heads
         return self.o_proj(out), weights
 

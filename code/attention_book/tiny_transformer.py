@@ -17,10 +17,8 @@ import torch
 from torch import nn
 
 from .attention_layer import GroupedQueryAttention
-from .grouped_sdpa import grouped_query_sdpa
-from .kv_cache import KVCache
-from .masks import layer_mask
-from .sdpa import scaled_dot_product_attention
+from .cross_layer import run_layers, shared_kv_owners
+from .kv_cache import Cache, KVCache
 from .validation import require_divisible, require_positive, require_rank
 
 
@@ -35,8 +33,9 @@ class TinyTransformerConfig:
     n_heads: int
     n_kv_heads: int | None = None  # None: one K/V head per query head (MHA)
     mlp: bool = True  # False: an attention-only transformer
-    # None: every layer makes its own keys and values. k: the layers, in consecutive groups of k, attend to the keys
-    # and values made by their group's first layer; the other layers have no k/v projections (1 = no sharing).
+    # None: every layer makes its own keys and values. k: the layers, in consecutive groups of k (a last group may
+    # be shorter), attend to the keys and values made by their group's first layer (cross_layer.py); the other
+    # layers have no k/v projections (1 = no sharing).
     kv_share: int | None = None
 
     def __post_init__(self):
@@ -50,9 +49,6 @@ class TinyTransformerConfig:
             raise ValueError(f"mlp={self.mlp!r} must be True or False")
         if self.kv_share is not None:
             require_positive(kv_share=self.kv_share)
-            if self.n_layers % self.kv_share:
-                raise ValueError(f"kv_share={self.kv_share} must divide n_layers={self.n_layers}: the layers share "
-                                 "keys and values in consecutive groups of kv_share")
 
     def __repr__(self):  # kv_share is shown only when set, so the configs of earlier chapters print as they did
         shown = (f for f in fields(self) if f.name != "kv_share" or self.kv_share is not None)
@@ -60,12 +56,12 @@ class TinyTransformerConfig:
 
     @property
     def kv_layers(self) -> int:
-        """How many layers make (and cache) keys and values: n_layers, or n_layers // kv_share with sharing."""
-        return self.n_layers // (self.kv_share or 1)
+        """How many layers make (and cache) keys and values: n_layers, or one per group of kv_share with sharing."""
+        return len(set(shared_kv_owners(self.n_layers, self.kv_share or 1)))
 
     def makes_kv(self, layer) -> bool:
         """Whether layer ``layer`` makes its own keys and values (the first layer of its group, with sharing)."""
-        return layer % (self.kv_share or 1) == 0
+        return shared_kv_owners(self.n_layers, self.kv_share or 1)[layer] == layer
 
 
 @contextmanager
@@ -100,83 +96,43 @@ class TransformerBlock(nn.Module):
     The attention is causal: position i sees positions 0 .. i. The MLP is d_model -> 4 d_model -> GELU -> d_model.
     """
 
-    def __init__(self, config: TinyTransformerConfig):
+    def __init__(self, config: TinyTransformerConfig, makes_kv=True):
         super().__init__()
         d_model = config.d_model
         self.attn_norm = nn.LayerNorm(d_model)
-        self.attn = GroupedQueryAttention(d_model, config.n_heads, config.n_kv_heads)
+        self.attn = GroupedQueryAttention(d_model, config.n_heads, config.n_kv_heads, makes_kv=makes_kv)
         self.mlp_norm = nn.LayerNorm(d_model) if config.mlp else None
         self.mlp = nn.Sequential(
             nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
         ) if config.mlp else None
 
-    def forward(self, x, head_mask=None, need_weights=False, cache=None):
+    def forward(self, x, head_mask=None, need_weights=False, cache=None, shared_kv=None):
         """x (B, L, d_model), head_mask (h,) or None -> x (B, L, d_model), weights (B, h, L, S) or None.
 
         cache: this layer's KVCache (chapter 6) or None. With a cache, x holds the tokens after the cached ones, and
-        S = the cached tokens plus these L; without, S = L.
+        S = the cached tokens plus these L; without, S = L. shared_kv: None, or the keys and values of the layer's
+        group (``keys_values`` of its first layer, with cross-layer sharing), which it attends to.
         """
         with masked_heads(self.attn, head_mask):
-            attended, weights = self.attn(self.attn_norm(x), is_causal=True, need_weights=need_weights, cache=cache)
+            attended, weights = self.attn(self.attn_norm(x), is_causal=True, need_weights=need_weights, cache=cache,
+                                          shared_kv=shared_kv)
         x = x + attended
         if self.mlp is not None:
             x = x + self.mlp(self.mlp_norm(x))
         return x, weights
 
-
-def shared_kv_block(block, x, kv=None, cache=None, head_mask=None, need_weights=False):
-    """Run ``block`` with cross-layer K/V sharing: its queries attend to its group's keys and values.
-
-    The first layer of a group (the one whose attention still has ``k_proj`` and ``v_proj``) makes the keys and
-    values from its own input, and appends them to ``cache`` if one is given; every later layer of the group is
-    passed them as ``kv`` and has no k/v projections. Otherwise the same as ``block(x, head_mask, need_weights,
-    cache)``: causal, pre-norm, the MLP after the attention.
-
-    Args:
-        x: the block's input, shape (B, L, d_model).
-        kv: None for a group's first layer; for the others, the (k, v) it returned, each (B, g, S, d_head).
-        cache: the group's KVCache (first layer only), or None without caching.
-
-    Returns:
-        x (B, L, d_model), weights (B, h, L, S) or None, and kv = (k, v), each (B, g, S, d_head): the keys and
-        values of every token attended to (with a cache, S = the cached tokens plus these L).
-    """
-    attn = block.attn
-    h = block.attn_norm(x)  # (B, L, d_model)
-    B, L, _ = h.shape
-    if hasattr(attn, "k_proj"):  # the group's first layer makes the keys and values
-        k = attn.k_proj(h).view(B, L, attn.n_kv_heads, attn.d_head).transpose(1, 2)  # (B, g, L, d_head)
-        v = attn.v_proj(h).view(B, L, attn.n_kv_heads, attn.d_head).transpose(1, 2)  # (B, g, L, d_head)
-        kv = (k, v) if cache is None else cache.append(k, v)  # with a cache: (B, g, S, d_head)
-    elif kv is None or cache is not None:
-        raise ValueError("a layer without k/v projections reads its group's kv and takes no cache of its own")
-    k, v = kv
-    S = k.shape[2]
-    q = attn.q_proj(h).view(B, L, attn.n_heads, attn.d_head).transpose(1, 2)  # (B, h, L, d_head)
-    if L == S and not need_weights:
-        out, weights = grouped_query_sdpa(q, k, v, is_causal=True), None
-    else:
-        mask = layer_mask(None, True, B, attn.n_heads, L, S, x.device)  # (L, S), causal, aligned bottom-right
-        if need_weights:
-            group = attn.n_heads // attn.n_kv_heads  # query head i reads K/V head i // group
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, h, S, d_head)
-            out, weights = scaled_dot_product_attention(q, k, v, mask)
-        else:
-            out, weights = grouped_query_sdpa(q, k, v, mask), None
-    out = out.transpose(1, 2).reshape(B, L, attn.n_heads * attn.d_head)  # (B, L, h * d_head)
-    with masked_heads(attn, head_mask):
-        x = x + attn.o_proj(out)
-    if block.mlp is not None:
-        x = x + block.mlp(block.mlp_norm(x))
-    return x, weights, kv
+    def keys_values(self, x, cache=None):
+        """The keys and values this block's attention makes for x (B, L, d_model), each (B, g, S, d_head)."""
+        return self.attn.keys_values(self.attn_norm(x), cache)
 
 
 class TinyTransformer(nn.Module):
     """A decoder-only transformer: embeddings, ``n_layers`` TransformerBlocks, a final LayerNorm, an unembedding.
 
     Positions use a learned embedding, one vector per position 0 .. max_len - 1. With ``config.kv_share`` = k > 1,
-    layers 0, k, 2k, ... make keys and values and the k - 1 layers after each attend to them (their attention has
-    no k_proj or v_proj); the weights are drawn as without sharing, so the same seed gives the same other weights.
+    layers 0, k, 2k, ... make keys and values and the layers after each, up to the next, attend to them (their
+    attention has no k_proj or v_proj; ``cross_layer.py``); the weights are drawn as without sharing, so the same
+    seed gives the same other weights.
     """
 
     def __init__(self, config: TinyTransformerConfig):
@@ -184,10 +140,8 @@ class TinyTransformer(nn.Module):
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position_embedding = nn.Embedding(config.max_len, config.d_model)
-        self.blocks = nn.ModuleList(TransformerBlock(config) for _ in range(config.n_layers))
-        for layer, block in enumerate(self.blocks):
-            if not config.makes_kv(layer):  # it reads the keys and values of its group's first layer
-                del block.attn.k_proj, block.attn.v_proj
+        self.blocks = nn.ModuleList(TransformerBlock(config, makes_kv=config.makes_kv(layer))
+                                    for layer in range(config.n_layers))
         self.final_norm = nn.LayerNorm(config.d_model)
         self.unembed = nn.Linear(config.d_model, config.vocab_size)
 
@@ -214,19 +168,14 @@ class TinyTransformer(nn.Module):
         positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)  # (L,)
         x = self.token_embedding(tokens) + self.position_embedding(positions)  # (B, L, d_model)
         all_weights = []
-        share = self.config.kv_share or 1
-        kv = None  # with sharing: the current group's keys and values
-        for layer, block in enumerate(self.blocks):
+
+        def run(layer, block, x, cache, shared_kv):
             layer_head_mask = None if head_mask is None else head_mask[layer]  # (h,)
-            if share == 1:
-                cache = None if caches is None else caches[layer]
-                x, weights = block(x, layer_head_mask, need_weights=return_weights, cache=cache)
-            else:
-                first = self.config.makes_kv(layer)
-                cache = caches[layer // share] if caches is not None and first else None
-                x, weights, kv = shared_kv_block(block, x, None if first else kv, cache, layer_head_mask,
-                                                 return_weights)
+            x, weights = block(x, layer_head_mask, return_weights, cache, shared_kv)
             all_weights.append(weights)
+            return x
+
+        x = run_layers(self.blocks, x, caches, self.config.kv_share or 1, run)
         logits = self.unembed(self.final_norm(x))  # (B, L, vocab_size)
         if return_weights:
             return logits, torch.stack(all_weights)  # (n_layers, B, h, L, S)
@@ -267,9 +216,9 @@ class TinyTransformer(nn.Module):
         if caches is None:
             return 0
         if not isinstance(caches, (list, tuple)) or len(caches) != self.config.kv_layers or \
-                not all(isinstance(cache, KVCache) for cache in caches):
-            count = "n_layers" if (self.config.kv_share or 1) == 1 else "n_layers // kv_share"  # one per K/V maker
-            raise ValueError(f"caches must be a list of {count}={self.config.kv_layers} KVCaches "
+                not all(isinstance(cache, Cache) for cache in caches):
+            count = "one per layer" if (self.config.kv_share or 1) == 1 else "one per group of kv_share layers"
+            raise ValueError(f"caches must be a list of {self.config.kv_layers} KV caches, {count} "
                              f"(model.new_caches(batch_size)), got {type(caches).__name__}")
         lengths = {cache.length for cache in caches}
         if len(lengths) != 1:

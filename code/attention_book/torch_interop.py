@@ -36,6 +36,9 @@ def to_torch_mha(layer: GroupedQueryAttention) -> nn.MultiheadAttention:
     A GQA or MQA layer becomes an equivalent MHA one: each K/V head's weights are repeated for
     the n_heads // n_kv_heads query heads that read it (``repeat_interleave``, the layer's grouping).
     """
+    if not layer.makes_kv:
+        raise ValueError("layer makes no keys and values of its own (it shares another layer's, cross_layer.py): "
+                         "nn.MultiheadAttention has no way to read another layer's keys and values")
     if layer.n_heads * layer.d_head != layer.d_model:
         raise ValueError(
             f"nn.MultiheadAttention needs n_heads * d_head == d_model, got "

@@ -5,7 +5,6 @@
 - ``ring_cache``: ``RingKVCache``, a ring buffer of n_sinks + window slots whose bytes stay bounded;
 - ``quantized_cache``: KIVI-style int8 (keys per channel, values per token) and ``Int8KVCache``;
 - ``local_global``: Gemma 3's pattern of local (windowed) and global layers, and its cache bytes;
-- ``cross_layer``: cross-layer K/V sharing (CLA) for chapter 12's ``LlamaDecoder``;
 - ``policies``: ``ring_caches``, ``local_global_caches`` and ``int8_caches``, one cache per layer of a decoder;
 - ``pareto``: ``pareto_front_names``, the techniques that no other one beats on both cache bytes and perplexity.
 

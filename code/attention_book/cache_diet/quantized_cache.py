@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import torch
 
+from ..kv_cache import check_entries, kv_entry_shapes
 from ..masks import causal_mask
 from ..validation import require_positive
-from .entries import check_entries
 
 
 class Int8Tensor(NamedTuple):
@@ -109,8 +109,20 @@ class Int8KVCache:
         return self.k_data.shape[0]
 
     @property
+    def n_kv_heads(self) -> int:
+        return self.k_data.shape[1]
+
+    @property
     def max_len(self) -> int:
         return self.k_data.shape[2]
+
+    @property
+    def d_head(self) -> int:
+        return self.k_data.shape[3]
+
+    @property
+    def device(self) -> torch.device:
+        return self.k_data.device
 
     @property
     def nbytes(self) -> int:
@@ -126,12 +138,9 @@ class Int8KVCache:
     def append(self, k, v):
         """Quantise and store new keys and values (B, g, L_new, d_head); return every cached token's, dequantised,
         (B, g, S, d_head) each with S = length (keys of the unfinished group exactly as given)."""
-        B, g, _, d_head = self.k_data.shape
-        check_entries(k, v, B, g, d_head, self.dtype, self.k_data.device)
+        shapes = kv_entry_shapes(self.batch_size, self.n_kv_heads, self.d_head)
+        check_entries(shapes, self.dtype, self.device, self.max_len, self.length, k=k, v=v)
         start, end = self.length, self.length + k.shape[2]
-        if end > self.max_len:
-            raise ValueError(f"cache overflow: {self.length} cached + {k.shape[2]} new tokens exceeds "
-                             f"max_len={self.max_len}")
         values = quantize_values_per_token(v)
         self.v_data[:, :, start:end], self.v_scale[:, :, start:end], self.v_zero[:, :, start:end] = values
         G, position = self.group_size, start
@@ -177,7 +186,8 @@ def int8_decode_attention(q, cache: Int8KVCache):
     keys. Call it after ``cache.append`` of the step's own key and value.
 
     Args:
-        q: the step's queries, rotated, shape (B, h, 1, d_head), h a multiple of the cache's g, float32.
+        q: the step's queries, rotated, shape (B, h, 1, d_head), h a multiple of the cache's g, float32, on the
+            CPU (as the cache).
     Returns:
         out: shape (B, h, 1, d_head), what ``grouped_query_sdpa(q, *cache.dequantized())`` gives, up to rounding.
 
@@ -200,6 +210,9 @@ def int8_decode_attention(q, cache: Int8KVCache):
                          f"got {tuple(q.shape)}")
     if q.dtype != torch.float32 or cache.dtype != torch.float32:
         raise ValueError(f"q and the cache must be float32 here, got {q.dtype} and {cache.dtype}")
+    if q.device.type != "cpu" or cache.k_data.device.type != "cpu":
+        raise ValueError(f"q and the cache must be on the CPU, got {q.device} and {cache.k_data.device}: "
+                         "torch._weight_int8pack_mm, the op this uses, has no kernel for other devices")
     if cache.length == 0:
         raise ValueError("the cache is empty: append the step's key and value first")
     S, G, group = cache.length, cache.group_size, q.shape[1] // g

@@ -14,9 +14,8 @@ that context (SmolLM2: 8,192) and is the simpler cache; chapter 15 discusses the
 """
 import torch
 
-from ..kv_cache import KVCache
+from ..kv_cache import KVCache, check_entries, kv_entry_shapes
 from ..validation import require_positive
-from .entries import check_entries
 
 
 class RingKVCache(KVCache):
@@ -59,8 +58,8 @@ class RingKVCache(KVCache):
     def append(self, k, v):
         """Store new keys and values (B, g, L_new, d_head); return the keys and values they may attend to,
         (B, g, S, d_head) each (see the class docstring for S and the order)."""
-        B, g, _, d_head = self.k.shape
-        check_entries(k, v, B, g, d_head, self.k.dtype, self.k.device)
+        shapes = kv_entry_shapes(self.batch_size, self.n_kv_heads, self.d_head)
+        check_entries(shapes, self.dtype, self.device, None, self.length, k=k, v=v)  # no limit: the ring reuses slots
         L_new, start = k.shape[2], self.length
         new_positions = torch.arange(start, start + L_new, device=self.k.device)
         if L_new > 1:  # the old slots and the chunk, before the chunk overwrites any of them

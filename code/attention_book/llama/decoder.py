@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..attention_layer import GroupedQueryAttention
-from ..grouped_sdpa import grouped_query_sdpa
+from ..cross_layer import run_layers, shared_kv_owners
 from ..rope import Rope, pairs_to_halves_rows
 from ..validation import require_rank
 from .loader import GGUFModel, LlamaConfig
@@ -56,47 +56,39 @@ class SwiGLU(nn.Module):
 
 
 class DecoderBlock(nn.Module):
-    """One pre-norm block: x + attention(norm(x)), then x + mlp(norm(x)). Shape (B, L, d_model) in and out."""
+    """One pre-norm block: x + attention(norm(x)), then x + mlp(norm(x)). Shape (B, L, d_model) in and out.
 
-    def __init__(self, config: LlamaConfig, rope: Rope):
+    makes_kv=False: the block's attention has no k_proj and v_proj and attends to the keys and values of its group's
+    first block (cross-layer sharing, ``attention_book.cross_layer``).
+    """
+
+    def __init__(self, config: LlamaConfig, rope: Rope, makes_kv=True):
         super().__init__()
         self.attention_norm = RMSNorm(config.d_model, config.rms_eps)
         self.attention = GroupedQueryAttention(config.d_model, config.n_heads, config.n_kv_heads, config.d_head,
-                                               bias=False, rope=rope)
+                                               bias=False, rope=rope, makes_kv=makes_kv)
         self.mlp_norm = RMSNorm(config.d_model, config.rms_eps)
         self.mlp = SwiGLU(config.d_model, config.d_ff)
-        self.qkv_proj = None  # W_q, W_k and W_v as one projection, for ``decode`` (see ``fuse_qkv``)
 
-    def forward(self, x, cache=None):
-        """x: (B, L, d_model). cache: this layer's ``KVCache`` or None. Causal: token i sees tokens up to i."""
-        attended, _ = self.attention(self.attention_norm(x), is_causal=x.shape[1] > 1, cache=cache)
+    def forward(self, x, cache=None, shared_kv=None):
+        """x: (B, L, d_model). cache: this layer's cache or None. Causal: token i sees tokens up to i.
+        shared_kv: None, or the keys and values of the block's group (cross-layer sharing)."""
+        attended, _ = self.attention(self.attention_norm(x), is_causal=x.shape[1] > 1, cache=cache,
+                                     shared_kv=shared_kv)
         x = x + attended
         return x + self.mlp(self.mlp_norm(x))
 
-    def fuse_qkv(self, n_splits=None):
-        """Build ``qkv_proj``, one ``SplitLinear`` for W_q, W_k and W_v stacked ((h + 2g) d_head, d_model), and make
-        the attention's q_proj, k_proj and v_proj read their parts of it (the weights are stored once)."""
-        a = self.attention
-        self.qkv_proj, (a.q_proj, a.k_proj, a.v_proj) = SplitLinear.fuse((a.q_proj, a.k_proj, a.v_proj), n_splits)
+    def keys_values(self, x, cache=None):
+        """The keys and values this block's attention makes for x (B, L, d_model), each (B, g, S, d_head)."""
+        return self.attention.keys_values(self.attention_norm(x), cache)
 
-    def decode(self, x, cache):
-        """``forward(x, cache)`` for one new token per sequence, x: (B, 1, d_model), with fewer operations.
 
-        The same maths from the attention layer's own parts: q, k and v come from one product (``qkv_proj``);
-        its ``Rope`` turns the h query heads and g key heads in one call, at position ``cache.length``; its
-        ``KVCache`` stores k and v; ``grouped_query_sdpa`` attends (one query sees every cached key: no mask).
-        """
-        a = self.attention
-        B, L, _ = x.shape
-        if L != 1 or self.qkv_proj is None:
-            raise ValueError(f"decode takes one token per sequence (got L={L}) and needs fuse_qkv() first")
-        h, g = a.n_heads, a.n_kv_heads
-        qkv = self.qkv_proj(self.attention_norm(x)).view(B, 1, h + 2 * g, a.d_head).transpose(1, 2)
-        qk = a.rope(qkv[:, :h + g], cache.length)  # (B, h + g, 1, d_head): the queries' and keys' heads, rotated
-        k, v = cache.append(qk[:, h:], qkv[:, h + g:])  # (B, g, S, d_head), every cached token
-        out = grouped_query_sdpa(qk[:, :h], k, v)  # (B, h, 1, d_head)
-        x = x + a.o_proj(out.transpose(1, 2).reshape(B, 1, h * a.d_head))
-        return x + self.mlp(self.mlp_norm(x))
+def fuse_qkv(attention, n_splits=None):
+    """Give ``attention`` (a ``GroupedQueryAttention``) its ``qkv_proj``: one ``SplitLinear`` for W_q, W_k and W_v
+    stacked, ((h + 2g) d_head, d_model), so that a step makes q, k and v in one product; its q_proj, k_proj and
+    v_proj then read their rows of it (the weights are stored once)."""
+    a = attention
+    a.qkv_proj, (a.q_proj, a.k_proj, a.v_proj) = SplitLinear.fuse((a.q_proj, a.k_proj, a.v_proj), n_splits)
 
 
 class LlamaDecoder(nn.Module):
@@ -104,15 +96,17 @@ class LlamaDecoder(nn.Module):
     weight is the token embedding's (tied).
 
     Every block's attention shares one ``Rope`` (``layout`` "halves", as transformers computes it, or "pairs", as the
-    GGUF file stores W_q and W_k).
+    GGUF file stores W_q and W_k). ``kv_share`` > 1 shares keys and values across consecutive layers (chapter 15;
+    ``llama.variants.with_shared_kv`` makes such a model from a trained one).
     """
 
-    def __init__(self, config: LlamaConfig, layout="halves"):
+    def __init__(self, config: LlamaConfig, layout="halves", kv_share=1):
         super().__init__()
-        self.config = config
+        self.config, self.kv_share = config, kv_share
         self.rope = Rope(config.d_head, config.rope_base, layout)
         self.embedding = nn.Embedding(config.vocab_size, config.d_model)
-        self.layers = nn.ModuleList(DecoderBlock(config, self.rope) for _ in range(config.n_layers))
+        owners = shared_kv_owners(config.n_layers, kv_share)
+        self.layers = nn.ModuleList(DecoderBlock(config, self.rope, owners[i] == i) for i in range(config.n_layers))
         self.norm = RMSNorm(config.d_model, config.rms_eps)
         self.output = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.output.weight = self.embedding.weight  # tied: (V, d_model), one tensor
@@ -122,38 +116,40 @@ class LlamaDecoder(nn.Module):
 
         Args:
             ids: token ids, shape (B, L).
-            caches: None, or one ``KVCache`` per layer (``new_caches``): the tokens of ``ids`` then sit after the
-                cached ones (their positions start at the caches' length) and are appended to them.
+            caches: None, or one cache per layer (``new_caches``; one per group of kv_share layers): the tokens of
+                ``ids`` then sit after the cached ones (their positions start at the caches' length) and are
+                appended to them.
             last_only: compute the logits after the last token only (a prefill needs no others): shape (B, 1, V).
         Returns:
             logits: shape (B, L, V), or (B, 1, V) with last_only.
         """
         require_rank("ids", ids, 2, "B, L")
-        if caches is not None and len(caches) != len(self.layers):
-            raise ValueError(f"caches must hold one KVCache per layer ({len(self.layers)}), got {len(caches)}")
+        n_caches = sum(layer.attention.makes_kv for layer in self.layers)
+        if caches is not None and len(caches) != n_caches:
+            per = "per layer" if self.kv_share == 1 else f"per group of {self.kv_share} layers"
+            raise ValueError(f"caches must hold one cache {per} ({n_caches}), got {len(caches)}")
         x = self.embedding(ids)  # (B, L, d_model)
-        fast = caches is not None and ids.shape[1] == 1 and self.layers[0].qkv_proj is not None
-        for i, layer in enumerate(self.layers):
-            cache = None if caches is None else caches[i]
-            x = layer.decode(x, cache) if fast else layer(x, cache)
+        x = run_layers(self.layers, x, caches, self.kv_share, lambda i, layer, x, cache, kv: layer(x, cache, kv))
         if last_only:
             x = x[:, -1:]  # (B, 1, d_model)
         return self.output(self.norm(x))  # (B, L, V)
 
     def speed_up(self, n_splits=None):
-        """Make decoding fast, in place: every ``nn.Linear`` becomes a ``SplitLinear`` and every block gets its
-        fused ``qkv_proj``, so that a decode step (one token per sequence, with caches) goes through
-        ``DecoderBlock.decode``. The outputs stay the same up to float rounding. Returns the model."""
+        """Make decoding fast, in place: every ``nn.Linear`` becomes a ``SplitLinear`` and every attention layer gets
+        its fused ``qkv_proj`` (``fuse_qkv``). The outputs stay the same up to float rounding. Returns the model."""
         split_linears(self, n_splits)
         for layer in self.layers:
-            layer.fuse_qkv(n_splits)
+            if layer.attention.makes_kv:
+                fuse_qkv(layer.attention, n_splits)
         return self
 
     def new_caches(self, batch_size, max_len, dtype=None):
-        """One empty ``KVCache`` per layer, each with buffers (batch_size, n_kv_heads, max_len, d_head)."""
+        """One empty ``KVCache`` per layer that makes keys and values (all of them unless kv_share > 1), each with
+        buffers (batch_size, n_kv_heads, max_len, d_head)."""
         if max_len > self.config.context_length:
             raise ValueError(f"max_len={max_len} exceeds the model's context length {self.config.context_length}")
-        return [layer.attention.new_cache(batch_size, max_len, dtype=dtype) for layer in self.layers]
+        return [layer.attention.new_cache(batch_size, max_len, dtype=dtype) for layer in self.layers
+                if layer.attention.makes_kv]
 
     def weight_bytes(self) -> int:
         """Bytes of all weights, each stored tensor counted once (the tied embedding, the fused projections): what
@@ -214,7 +210,7 @@ def load_llama(path=None, layout="halves", fast=False) -> LlamaDecoder:
         layout: "halves" (W_q, W_k rows reordered; transformers' RoPE) or "pairs" (as stored; the paper's RoPE).
         fast: False keeps ``nn.Linear`` and the attention layer's own forward everywhere: the same operations as
             transformers' in the same order, so the same logits bit for bit. True returns it sped up
-            (``speed_up()``: ``SplitLinear``s and fused q/k/v projections for decoding), loaded straight into the
+            (``speed_up()``: ``SplitLinear``s and fused q/k/v projections), loaded straight into the
             storage ``SplitLinear`` reads; its logits differ from transformers' by float rounding (about 1e-4).
     """
     file = path if isinstance(path, GGUFModel) else GGUFModel(path)

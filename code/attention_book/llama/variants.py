@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from ..attention_layer import GroupedQueryAttention
 from ..convert import pool_kv_heads
 from ..validation import require_positive
-from .decoder import LlamaDecoder
+from .decoder import LlamaDecoder, fuse_qkv
 
 
 def repeat_kv_heads(layer, n_kv_heads) -> GroupedQueryAttention:
@@ -64,8 +64,35 @@ def with_kv_heads(model: LlamaDecoder, n_kv_heads, init="mean") -> LlamaDecoder:
             attention.q_proj, attention.o_proj = old.attention.q_proj, old.attention.o_proj  # shared, not copied
         block.attention_norm, block.attention, block.mlp_norm, block.mlp = (
             old.attention_norm, attention, old.mlp_norm, old.mlp)
-        if old.qkv_proj is not None:  # the model was sped up: so is its copy
-            block.fuse_qkv()
+        if old.attention.qkv_proj is not None:  # the model was sped up: so is its copy
+            fuse_qkv(attention)
+    return new.eval()
+
+
+def with_shared_kv(model: LlamaDecoder, share=2) -> LlamaDecoder:
+    """The same model with keys and values shared across each group of ``share`` consecutive layers (cross-layer
+    attention, ``attention_book.cross_layer``), with no training.
+
+    The first layer of each group keeps its attention; the others get a ``GroupedQueryAttention`` without k_proj and
+    v_proj that reuses their own W_q, W_o and RoPE and attends to the group's keys and values. Every weight is
+    ``model``'s own tensor, not a copy, and ``model`` is left as it was. SmolLM2 was not trained this way: what it
+    costs is measured (chapter 15), not assumed.
+    """
+    if model.kv_share != 1:
+        raise ValueError(f"model already shares K/V (kv_share={model.kv_share}); start from an unshared model")
+    with torch.device("meta"):  # a shell: every module in it is replaced below
+        new = LlamaDecoder(model.config, model.rope.layout, kv_share=share)
+    new.rope, new.embedding, new.norm, new.output = model.rope, model.embedding, model.norm, model.output
+    for old, block in zip(model.layers, new.layers, strict=True):
+        attention = old.attention
+        if not block.attention.makes_kv:  # attends to its group's K/V: W_q, W_o and the RoPE are the layer's own
+            a = old.attention
+            with torch.device("meta"):  # its projections are replaced at once
+                attention = GroupedQueryAttention(a.d_model, a.n_heads, a.n_kv_heads, a.d_head, bias=False,
+                                                  rope=a.rope, makes_kv=False)
+            attention.q_proj, attention.o_proj = a.q_proj, a.o_proj
+        block.attention_norm, block.attention, block.mlp_norm, block.mlp = (
+            old.attention_norm, attention, old.mlp_norm, old.mlp)
     return new.eval()
 
 
@@ -89,6 +116,9 @@ def token_losses(model, ids, chunk=256, new_caches=None):
     N = ids.shape[1]
     if N < 2:
         raise ValueError(f"token_losses needs at least 2 tokens, got {N}")
+    if N > model.config.context_length:  # a ring cache would take them, at positions the model never saw
+        raise ValueError(f"ids holds N={N} tokens, more than the model's context length "
+                         f"{model.config.context_length}")
     require_positive(chunk=chunk)
     if new_caches is None:
         caches = model.new_caches(1, N)

@@ -1,6 +1,8 @@
 """The latent cache of multi-head latent attention: one row [c_KV ; k^R] per token, shared by all heads."""
 import torch
 
+from ..kv_cache import check_entries
+from ..masks import causal_mask
 from ..validation import require_positive
 
 
@@ -12,7 +14,8 @@ class LatentCache:
     head rebuilds its keys and values from these rows, so a token costs d_c + d_h^R numbers per layer, whatever the
     number of heads: a KVCache (``kv_cache.py``) holds 2 x g x d_head. The first ``length`` rows are real.
 
-    Like ``KVCache``, it is for inference: ``append`` writes in place and refuses tensors that carry gradients.
+    It keeps the cache contract of ``kv_cache.py`` for its own entries (``append(c_kv, k_rope)``, ``length``,
+    ``nbytes``, ``reset``...): for inference, ``append`` writes in place and refuses tensors that carry gradients.
     """
 
     def __init__(self, batch_size, kv_lora_rank, qk_rope_head_dim, max_len, dtype=torch.float32, device=None):
@@ -29,6 +32,14 @@ class LatentCache:
     @property
     def max_len(self) -> int:
         return self.latent.shape[1]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.latent.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.latent.device
 
     @property
     def numbers_per_token(self) -> int:
@@ -61,29 +72,18 @@ class LatentCache:
             latent: a view of the filled rows, shape (B, S, d_c + d_h^R) with S = length.
         """
         d_c, d_r = self.kv_lora_rank, self.numbers_per_token - self.kv_lora_rank
-        for name, t, width in (("c_kv", c_kv, d_c), ("k_rope", k_rope, d_r)):
-            if not isinstance(t, torch.Tensor) or t.dim() != 3 or t.shape[0] != self.batch_size \
-                    or t.shape[2] != width:
-                shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-                raise ValueError(f"{name} must have shape (B, L_new, {width}) with B = the cache's batch_size="
-                                 f"{self.batch_size}, got {shape}")
-            if t.dtype != self.latent.dtype or t.device != self.latent.device:
-                raise ValueError(f"{name} is {t.dtype} on {t.device} but the cache holds {self.latent.dtype} "
-                                 f"on {self.latent.device}")
-        if c_kv.shape[1] != k_rope.shape[1]:
-            raise ValueError(f"c_kv and k_rope must hold the same number of tokens, got {c_kv.shape[1]} and "
-                             f"{k_rope.shape[1]}")
-        if torch.is_grad_enabled() and (c_kv.requires_grad or k_rope.requires_grad):
-            raise ValueError("c_kv and k_rope require grad, but the cache stores them in place and cannot be "
-                             "trained through: decode under torch.no_grad() (training needs no cache)")
+        B = self.batch_size
+        shapes = {"c_kv": ((B, None, d_c), f"B, L_new, {d_c}"), "k_rope": ((B, None, d_r), f"B, L_new, {d_r}")}
+        check_entries(shapes, self.dtype, self.device, self.max_len, self.length, c_kv=c_kv, k_rope=k_rope)
         start, end = self.length, self.length + c_kv.shape[1]
-        if end > self.max_len:
-            raise ValueError(f"cache overflow: {self.length} cached + {c_kv.shape[1]} new tokens exceeds "
-                             f"max_len={self.max_len}")
         self.latent[:, start:end, :d_c] = c_kv
         self.latent[:, start:end, d_c:] = k_rope
         self.length = end
         return self.latent[:, :end]
+
+    def causal_mask(self, L):
+        """``causal_mask(L, length)``: the (L, S) mask of the last L tokens appended, True = may attend."""
+        return causal_mask(L, self.length, device=self.latent.device)
 
     def reset(self) -> None:
         """Forget every cached token (the memory stays allocated)."""
