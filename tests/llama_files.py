@@ -6,9 +6,9 @@ TINY = dict(n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, d_ff=96, vocab_size
 
 
 def write_gguf(path, arch="llama", skip=(), qtype_of=None, **sizes):
-    """A GGUF file at ``path`` with a tiny random decoder of architecture ``arch``. ``skip``: tensor names to leave
-    out. ``qtype_of(name)``: each matrix's quantisation type name (default Q8_0 for the embedding, Q4_1 otherwise).
-    Returns the dict name -> the fp32 numbers that were quantised."""
+    """A GGUF file at ``path`` with a tiny random decoder of architecture ``arch``. ``skip``: tensor names (or the
+    metadata key "vocab_size") to leave out. ``qtype_of(name)``: each matrix's quantisation type name (default Q8_0
+    for the embedding, Q4_1 otherwise). Returns the dict name -> the fp32 numbers that were quantised."""
     import gguf
 
     s = TINY | sizes
@@ -22,7 +22,8 @@ def write_gguf(path, arch="llama", skip=(), qtype_of=None, **sizes):
     writer.add_head_count_kv(s["n_kv_heads"])
     writer.add_rope_freq_base(10_000.0)
     writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_vocab_size(s["vocab_size"])
+    if "vocab_size" not in skip:
+        writer.add_vocab_size(s["vocab_size"])
     writer.add_uint32("tokenizer.ggml.eos_token_id", 2)
     d, d_kv = s["d_model"], s["d_model"] // s["n_heads"] * s["n_kv_heads"]
     shapes = {"token_embd.weight": (s["vocab_size"], d), "output_norm.weight": (d,)}

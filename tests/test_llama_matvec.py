@@ -48,3 +48,22 @@ def test_default_splits_divide_the_size():
     assert default_splits(7, threads=4) == 1
     with pytest.raises(ValueError, match="must divide"):
         SplitLinear(torch.randn(8, 6), n_splits=4)
+
+
+@pytest.mark.parametrize("split", ["inputs", "outputs"])
+def test_casting_the_layer_casts_what_a_decode_step_reads(split):
+    layer = SplitLinear(torch.randn(12, 8), n_splits=2, split=split)
+    x = torch.randn(1, 1, 8)  # one token: the split path
+    layer.double()
+    torch.testing.assert_close(layer(x.double()), F.linear(x.double(), layer.weight))
+    layer.half().float()
+    layer.weight.zero_()
+    assert torch.equal(layer(x), torch.zeros(1, 1, 12))
+
+
+def test_split_linears_keeps_two_parameters_over_one_tensor_tied():
+    model = nn.Module()
+    model.embedding, model.output = nn.Embedding(50, 16), nn.Linear(16, 50, bias=False)
+    model.output.weight = nn.Parameter(model.embedding.weight.detach())  # as load_state_dict(assign=True) leaves it
+    split_linears(model, n_splits=2)
+    assert model.embedding.weight is model.output.weight

@@ -49,6 +49,26 @@ def check_entries(shapes, dtype, device, max_len, length, **entries):
         dtype, device: the cache's; every entry must already have them.
         max_len, length: the cache's capacity and how many tokens it holds (max_len None: no limit, a ring).
     """
+    L_new = None  # a quick pass (this runs at every decode step of every layer); the messages come from the slow one
+    for name, t in entries.items():
+        shape = shapes[name][0]
+        if not isinstance(t, torch.Tensor) or t.dim() != len(shape) or t.dtype != dtype or t.device != device:
+            break
+        new = t.shape[shape.index(None)]
+        if (L_new is not None and new != L_new) or any(want is not None and got != want
+                                                       for got, want in zip(t.shape, shape, strict=True)):
+            break
+        L_new = new
+    else:
+        if L_new and not (torch.is_grad_enabled() and any(t.requires_grad for t in entries.values())) and \
+                (max_len is None or length + L_new <= max_len):
+            return
+    _explain_entries(shapes, dtype, device, max_len, length, **entries)
+    raise AssertionError("check_entries found a problem that _explain_entries does not name")  # never reached
+
+
+def _explain_entries(shapes, dtype, device, max_len, length, **entries):
+    """Raise the ValueError that says what is wrong with the entries (``check_entries`` found something)."""
     names = " and ".join(entries)
     for name, t in entries.items():
         if not isinstance(t, torch.Tensor):

@@ -48,9 +48,10 @@ def rope_cos_sin(positions, d_head, base=10_000.0):
     Args:
         positions: integer positions, shape (S,) or (B, S).
     Returns:
-        cos, sin: each of shape (S, d_head / 2) or (B, S, d_head / 2), float32.
+        cos, sin: each of shape (S, d_head / 2) or (B, S, d_head / 2), float32, on positions' device.
     """
-    angles = positions.float()[..., None] * rope_frequencies(d_head, base)  # (..., S, d_head / 2)
+    theta = rope_frequencies(d_head, base).to(positions.device)  # (d_head / 2,)
+    angles = positions.float()[..., None] * theta  # (..., S, d_head / 2)
     return angles.cos(), angles.sin()
 
 
@@ -143,7 +144,8 @@ class Rope:
         layout: ``"halves"`` or ``"pairs"``.
 
     ``rope(x, start)`` rotates x of shape (B, heads, S, d_head) as if its tokens sat at positions start ..
-    start + S - 1: during decoding, start is the number of tokens already cached. The table grows on demand.
+    start + S - 1: during decoding, start is the number of tokens already cached. The table grows on demand, and is
+    copied once to each device and dtype that x comes in.
     """
 
     def __init__(self, d_head, base=10_000.0, layout="halves"):
@@ -151,14 +153,22 @@ class Rope:
         _check_layout(layout)
         self.d_head, self.base, self.layout = int(d_head), float(base), layout
         self.cos, self.sin = rope_cos_sin(torch.arange(0), self.d_head, self.base)  # (0, d_head / 2): grown below
+        self._copies = {}  # (device, dtype) -> the table's cos and sin there
 
     def __repr__(self):
         return f"Rope(d_head={self.d_head}, base={self.base:g}, layout={self.layout!r})"
 
-    def _grow(self, n_positions):
-        if n_positions > self.cos.shape[0]:
-            size = max(n_positions, 2 * self.cos.shape[0], 256)
-            self.cos, self.sin = rope_cos_sin(torch.arange(size), self.d_head, self.base)
+    def _table(self, n_positions, device, dtype):
+        """cos and sin, each (P, d_head / 2) with P >= n_positions, on device and in dtype. Made outside inference
+        mode, so that a table grown while generating can still be used in training."""
+        if n_positions > self.cos.shape[0] or (device, dtype) not in self._copies:
+            with torch.inference_mode(False):
+                if n_positions > self.cos.shape[0]:
+                    size = max(n_positions, 2 * self.cos.shape[0], 256)
+                    self.cos, self.sin = rope_cos_sin(torch.arange(size), self.d_head, self.base)
+                    self._copies = {}
+                self._copies[device, dtype] = self.cos.to(device, dtype), self.sin.to(device, dtype)
+        return self._copies[device, dtype]
 
     def __call__(self, x, start=0):
         """Rotate x, shape (B, heads, S, d_head), for positions start .. start + S - 1; same shape out."""
@@ -167,6 +177,5 @@ class Rope:
         if isinstance(start, bool) or not isinstance(start, int) or start < 0:
             raise ValueError(f"start={start!r} must be a non-negative integer (the position of x's first token)")
         end = start + x.shape[2]
-        self._grow(end)
-        cos, sin = self.cos[start:end].to(x.device), self.sin[start:end].to(x.device)
-        return rotate(x, cos, sin, self.layout)
+        cos, sin = self._table(end, x.device, x.dtype)
+        return rotate(x, cos[start:end], sin[start:end], self.layout)

@@ -36,7 +36,7 @@ def generate_greedy(model, prompt, n_new, *, max_len=None, stop_at_eos=True, on_
 
     Args:
         model: a ``LlamaDecoder``.
-        prompt: token ids, shape (B, L0).
+        prompt: token ids, shape (B, L0), on the model's device.
         n_new: how many tokens to generate at most.
         max_len: the caches' length; default L0 + n_new. The prompt and the new tokens must fit in it.
         stop_at_eos: stop once every sequence has produced ``model.config.eos_id``; a sequence that is done gets
@@ -51,9 +51,9 @@ def generate_greedy(model, prompt, n_new, *, max_len=None, stop_at_eos=True, on_
     B, L0 = prompt.shape
     eos = model.config.eos_id if stop_at_eos else None
     caches = model.new_caches(B, max_len)  # one KVCache per layer, allocated once
-    out = torch.empty(B, L0 + n_new, dtype=torch.long)
+    out = torch.empty(B, L0 + n_new, dtype=torch.long, device=prompt.device)
     out[:, :L0] = prompt
-    done = torch.zeros(B, dtype=torch.bool)
+    done = torch.zeros(B, dtype=torch.bool, device=prompt.device)
     logits = model(prompt, caches, last_only=True)[:, -1]  # the prefill: (B, V), the prediction after the prompt
     for step in range(n_new):
         token = logits.argmax(dim=-1)  # (B,): greedy, the most likely token
@@ -63,7 +63,7 @@ def generate_greedy(model, prompt, n_new, *, max_len=None, stop_at_eos=True, on_
         out[:, L0 + step] = token
         if on_token is not None:
             on_token(step, token)
-        if bool(done.all()):
+        if eos is not None and bool(done.all()):  # bool() waits for the device: only when it can stop
             return out[:, :L0 + step + 1]
         if step + 1 < n_new:
             logits = model(token[:, None], caches)[:, -1]  # one decode step: (B, 1) in, (B, V) out

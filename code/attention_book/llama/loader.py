@@ -99,9 +99,10 @@ class GGUFModel:
         if architecture != ARCHITECTURE:
             raise ValueError(f"{self.path.name} holds a model of architecture {architecture!r}, but the book's "
                              f"decoder implements {ARCHITECTURE!r} only")
-        self.config = config_from_metadata(self.metadata)
         self.tensors = {t.name: TensorInfo(t.name, tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name,
                                            int(t.n_bytes)) for t in self._reader.tensors}
+        embedding = self.tensors.get("token_embd.weight")
+        self.config = config_from_metadata(self.metadata, embedding.shape[0] if embedding else None)
         self._raw = {t.name: t for t in self._reader.tensors}
 
     def tensor(self, name, out=None) -> torch.Tensor:
@@ -145,8 +146,11 @@ def read_metadata(reader, max_items=64) -> dict:
     return metadata
 
 
-def config_from_metadata(metadata) -> LlamaConfig:
-    """A ``LlamaConfig`` from GGUF metadata (``llama.block_count``, ``llama.embedding_length``, ...)."""
+def config_from_metadata(metadata, embedding_rows=None) -> LlamaConfig:
+    """A ``LlamaConfig`` from GGUF metadata (``llama.block_count``, ``llama.embedding_length``, ...).
+
+    ``embedding_rows``, the rows of ``token_embd.weight`` (V, d_model), gives vocab_size where the metadata has no
+    ``llama.vocab_size`` (convert scripts may leave it out)."""
     def get(key):
         full = f"{ARCHITECTURE}.{key}"
         if full not in metadata:
@@ -159,11 +163,13 @@ def config_from_metadata(metadata) -> LlamaConfig:
     if rope_dims != d_head:
         raise ValueError(f"RoPE over {rope_dims} of {d_head} dimensions per head is not supported: the book's "
                          "Rope rotates every dimension")
-    vocab_size = metadata.get(f"{ARCHITECTURE}.vocab_size")
+    vocab_size = metadata.get(f"{ARCHITECTURE}.vocab_size", embedding_rows)
+    if vocab_size is None:
+        raise KeyError(f"the GGUF metadata has no '{ARCHITECTURE}.vocab_size' and the file no 'token_embd.weight' "
+                       "to count the tokens of")
     return LlamaConfig(n_layers=int(get("block_count")), d_model=d_model, n_heads=n_heads,
                        n_kv_heads=int(metadata.get(f"{ARCHITECTURE}.attention.head_count_kv", n_heads)),
-                       d_head=d_head, d_ff=int(get("feed_forward_length")),
-                       vocab_size=None if vocab_size is None else int(vocab_size),
+                       d_head=d_head, d_ff=int(get("feed_forward_length")), vocab_size=int(vocab_size),
                        rope_base=float(metadata.get(f"{ARCHITECTURE}.rope.freq_base", 10_000.0)),
                        rms_eps=float(get("attention.layer_norm_rms_epsilon")),
                        context_length=int(get("context_length")),

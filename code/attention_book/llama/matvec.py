@@ -44,7 +44,8 @@ class SplitLinear(nn.Module):
 
     ``weight`` stays an (N, K) tensor, a view of the storage, so the layer reads like an ``nn.Linear``
     (``layer.weight.dtype``, ``layer.weight.shape``, its state dict) and can share its weight with an ``nn.Embedding``.
-    For inference only: ``w_slices``, the (s, K / s, N) or (s, N / s, K) view that ``forward`` reads, is made once.
+    For inference only. ``forward`` reads ``weight`` through an (s, K / s, N) or (s, N / s, K) view, made at each call
+    (no copy), so ``.to()``, ``.half()`` and the like, which replace ``weight``, change what it reads.
     """
 
     def __init__(self, weight, n_splits=None, split=None):
@@ -62,11 +63,8 @@ class SplitLinear(nn.Module):
             if stored.stride(1) != 1:
                 stored = stored.contiguous()  # row k holds input k's weights, for all N outputs
             self.weight = nn.Parameter(stored.t(), requires_grad=False)  # (N, K), a view of the (K, N) storage
-            self.w_slices = stored.view(self.n_splits, K // self.n_splits, N)  # (s, K / s, N), no copy
         else:
-            stored = weight.detach().contiguous()  # (N, K)
-            self.weight = nn.Parameter(stored, requires_grad=False)
-            self.w_slices = stored.view(self.n_splits, N // self.n_splits, K)  # (s, N / s, K), no copy
+            self.weight = nn.Parameter(weight.detach().contiguous(), requires_grad=False)  # (N, K)
         self.in_features, self.out_features = K, N
         self.bias = None  # as an nn.Linear(..., bias=False)
 
@@ -79,8 +77,10 @@ class SplitLinear(nn.Module):
             return F.linear(x, self.weight)
         if self.split == "inputs":
             x_slices = x.reshape(rows, s, K // s).transpose(0, 1)  # (s, rows, K / s)
-            return torch.bmm(x_slices, self.w_slices).sum(dim=0).view(*x.shape[:-1], N)  # partial results, added
-        y = torch.bmm(x.reshape(1, rows, K).expand(s, rows, K), self.w_slices.transpose(1, 2))  # (s, rows, N / s)
+            w_slices = self.weight.t().view(s, K // s, N)  # (s, K / s, N), a view of the (K, N) storage
+            return torch.bmm(x_slices, w_slices).sum(dim=0).view(*x.shape[:-1], N)  # partial results, added
+        w_slices = self.weight.view(s, N // s, K)  # (s, N / s, K)
+        y = torch.bmm(x.reshape(1, rows, K).expand(s, rows, K), w_slices.transpose(1, 2))  # (s, rows, N / s)
         return y.transpose(0, 1).reshape(*x.shape[:-1], N)  # the slices side by side
 
     def extra_repr(self):
@@ -106,17 +106,27 @@ def split_linears(model, n_splits=None):
 
     A weight that several layers share (a tied embedding and output projection) stays shared. Returns ``model``.
     """
-    # id of an old weight -> its SplitLinear, so that tied weights stay one tensor. An old weight is freed as soon as
-    # its layer is replaced (only one extra copy at a time); its id is never looked up again by a live weight.
+    # the memory of an old weight -> its SplitLinear, so that tied weights stay one tensor. An old weight is freed as
+    # soon as its layer is replaced (only one extra copy at a time); the weights looked up were all alive before, so
+    # none of them can sit in memory that a freed one left.
     replaced = {}
     names = [name for name, module in model.named_modules() if type(module) is nn.Linear and module.bias is None]
     for name in names:
         module = model.get_submodule(name)
-        new = replaced.get(id(module.weight)) or SplitLinear(module.weight, n_splits)
-        replaced[id(module.weight)] = new
+        key = _memory_of(module.weight)
+        new = replaced.get(key) or SplitLinear(module.weight, n_splits)
+        replaced[key] = new
         parent_name, _, attr = name.rpartition(".")
         setattr(model.get_submodule(parent_name) if parent_name else model, attr, new)
     for module in model.modules():  # an nn.Embedding tied to a replaced weight now reads the new storage
-        if isinstance(module, nn.Embedding) and id(module.weight) in replaced:
-            module.weight = replaced[id(module.weight)].weight
+        if isinstance(module, nn.Embedding) and _memory_of(module.weight) in replaced:
+            module.weight = replaced[_memory_of(module.weight)].weight
     return model
+
+
+def _memory_of(weight):
+    """The numbers a weight reads: its storage and where in it. Two Parameters over one tensor (as
+    ``load_state_dict(assign=True)`` leaves a tied weight) give the same key. A "meta" tensor has no memory: itself."""
+    if weight.is_meta:
+        return id(weight)
+    return weight.untyped_storage().data_ptr(), weight.storage_offset(), tuple(weight.shape), weight.stride()

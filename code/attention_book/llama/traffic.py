@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from ..experiments.measure import best_seconds
+from ..validation import require_positive
 from .generate import generate_greedy
 
 
@@ -38,7 +38,7 @@ def decode_step_seconds(model, batch_size, context, runs=5) -> float:
     take batch_size x (context + 1) x ``kv_cache_bytes_per_token`` bytes.
     """
     caches = model.new_caches(batch_size, context + 1)
-    token = torch.zeros(batch_size, 1, dtype=torch.long)
+    token = torch.zeros(batch_size, 1, dtype=torch.long, device=model.embedding.weight.device)
     best = float("inf")
     for _ in range(runs + 1):  # the first run warms up
         for cache in caches:
@@ -49,14 +49,37 @@ def decode_step_seconds(model, batch_size, context, runs=5) -> float:
     return best
 
 
+class TokenTimes(list):
+    """The times at which new tokens arrive: ``on_token`` for ``generate_greedy``, a streamer for transformers'
+    ``generate`` (which calls ``put`` with the prompt, then with each new token)."""
+
+    def __call__(self, *tokens):
+        self.append(time.perf_counter())
+
+    put = __call__
+
+    def end(self):
+        pass
+
+
 def decode_tokens_per_s(model, prompt, n_new, runs=3, reference=None) -> float:
-    """Decode speed of greedy generation, prompt (1, L0) in: n_new / (time to make n_new + 1 tokens - time to make
-    1), so that the prefill is left out. With ``reference`` (transformers' model), its ``generate`` is timed instead,
-    forced to make every token (``min_new_tokens``), as the package's is (``stop_at_eos=False``)."""
-    def run(n):
-        if reference is None:
-            return lambda: generate_greedy(model, prompt, n, stop_at_eos=False)
-        return lambda: reference.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n,
-                                          min_new_tokens=n, do_sample=False, pad_token_id=reference.config.eos_token_id)
+    """Decode speed of greedy generation, prompt (1, L0) in: n_new / the time from the first new token (the
+    prefill's) to the (n_new + 1)-th, so that the prefill is left out; the best of ``runs`` after a warm-up run.
+    With ``reference`` (transformers' model), its ``generate`` is timed instead, forced to make every token
+    (``min_new_tokens``), as the package's is (``stop_at_eos=False``)."""
+    require_positive(n_new=n_new, runs=runs)
+    n = n_new + 1
+    seconds = []
     with torch.inference_mode():
-        return n_new / (best_seconds(run(n_new + 1), runs) - best_seconds(run(1), runs))
+        for _ in range(runs + 1):  # the first run warms up
+            times = TokenTimes()
+            if reference is None:
+                generate_greedy(model, prompt, n, stop_at_eos=False, on_token=times)
+            else:
+                reference.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
+                                   do_sample=False, pad_token_id=reference.config.eos_token_id, streamer=times)
+            seconds.append(times[-1] - times[-n])
+    best = min(seconds[1:])
+    if not best > 0:
+        raise RuntimeError(f"the clock read {best} s for {n_new} decode steps: time.perf_counter did not advance")
+    return n_new / best
