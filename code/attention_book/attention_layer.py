@@ -95,7 +95,7 @@ class GroupedQueryAttention(nn.Module):
                              "shared positions to rotate by")
         if shared_kv is None and not self.makes_kv:
             raise ValueError("this layer makes no keys and values of its own (it shares another layer's): pass "
-                             "shared_kv=(k, v), made by its group's first layer (see attention_book.cross_layer)")
+                             "shared_kv=(k, v), made by that layer's keys_values (see attention_book.cross_layer)")
         kv = x if kv is None else kv
         B, L, S = check_layer_inputs(x, kv, self.d_model, self.q_proj.weight)
         if cache is not None and (getattr(cache, "n_kv_heads", None), getattr(cache, "d_head", None)) != \

@@ -15,7 +15,7 @@ def attend(q, k, v, mask=None, is_causal=False, need_weights=False):
 
     Args:
         q: queries, shape (B, h, L, d). k, v: keys and values, shape (B, g, S, d); g divides h.
-        mask: None, or the boolean mask (True = may attend) of shape (L, S) or (B or 1, h or 1, L, S).
+        mask: None, or a boolean mask (True = may attend) of shape (L, S), (B, L, S) or (B or 1, h or 1, L, S).
         is_causal: causal attention with no mask tensor, for L == S (no cache): PyTorch skips the masked blocks.
         need_weights: run the book's own ``scaled_dot_product_attention`` (each K/V head repeated for its group)
             and return the per-head weights; otherwise PyTorch's fused kernel through ``grouped_query_sdpa``.

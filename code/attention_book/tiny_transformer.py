@@ -110,8 +110,8 @@ class TransformerBlock(nn.Module):
         """x (B, L, d_model), head_mask (h,) or None -> x (B, L, d_model), weights (B, h, L, S) or None.
 
         cache: this layer's KVCache (chapter 6) or None. With a cache, x holds the tokens after the cached ones, and
-        S = the cached tokens plus these L; without, S = L. shared_kv: None, or the keys and values of the layer's
-        group (``keys_values`` of its first layer, with cross-layer sharing), which it attends to.
+        S = the cached tokens plus these L; without, S = L. shared_kv: None, or keys and values that an earlier layer
+        made (its ``keys_values``) for this one to attend to: cross-layer sharing, chapter 15.
         """
         with masked_heads(self.attn, head_mask):
             attended, weights = self.attn(self.attn_norm(x), is_causal=True, need_weights=need_weights, cache=cache,

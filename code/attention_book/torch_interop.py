@@ -36,7 +36,7 @@ def to_torch_mha(layer: GroupedQueryAttention) -> nn.MultiheadAttention:
     A GQA or MQA layer becomes an equivalent MHA one: each K/V head's weights are repeated for
     the n_heads // n_kv_heads query heads that read it (``repeat_interleave``, the layer's grouping).
     """
-    if not layer.makes_kv:
+    if not getattr(layer, "makes_kv", True):  # chapter 3's MultiHeadAttention always makes its own
         raise ValueError("layer makes no keys and values of its own (it shares another layer's, cross_layer.py): "
                          "nn.MultiheadAttention has no way to read another layer's keys and values")
     if layer.n_heads * layer.d_head != layer.d_model:

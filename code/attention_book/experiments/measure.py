@@ -1,5 +1,6 @@
-"""Timing helpers for the chapters and benchmarks: a robust median, the best of several runs, the machine's two
-ceilings (memory read bandwidth and the compute rate of a matrix product), and a way to run code on n CPU threads."""
+"""Timing helpers for the chapters and benchmarks: a robust median, the best of several runs, the best of several
+variants timed in turns (to compare them on a busy machine), the machine's two ceilings (memory read bandwidth and
+the compute rate of a matrix product), and a way to run code on n CPU threads."""
 import time
 from contextlib import contextmanager
 
@@ -27,6 +28,26 @@ def best_seconds(fn, runs=7):
     """The fastest of ``runs`` timed calls of fn(), after one warm-up call: what the machine can do at best, for a
     ceiling (a median would count the moments when the system lends the core to someone else)."""
     return min(_run_times(fn, lambda t: len(t) >= runs))
+
+
+def interleaved_best_seconds(fns, rounds=5, runs=1):
+    """The fastest time of each callable in ``fns`` (a dict, name -> fn), the fns timed in turns: {name: seconds}.
+
+    After one warm-up call of each, every round times each fn ``runs`` times, one fn after the other, ``rounds``
+    rounds over. Compare fns by these times, not by times taken one fn after the other: a busy spell of the
+    machine (another program, the system lending the core elsewhere) then lands on every fn alike instead of on
+    whichever one was being timed, and each fn's fastest time is what it does when nothing disturbs it.
+    """
+    for fn in fns.values():
+        fn()
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(runs):
+                start = time.perf_counter()
+                fn()
+                best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def read_bandwidth(n_bytes=512 * 2**20):

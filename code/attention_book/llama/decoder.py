@@ -58,8 +58,8 @@ class SwiGLU(nn.Module):
 class DecoderBlock(nn.Module):
     """One pre-norm block: x + attention(norm(x)), then x + mlp(norm(x)). Shape (B, L, d_model) in and out.
 
-    makes_kv=False: the block's attention has no k_proj and v_proj and attends to the keys and values of its group's
-    first block (cross-layer sharing, ``attention_book.cross_layer``).
+    makes_kv=False: the block's attention has no k_proj and v_proj and attends to keys and values that an earlier block
+    made (cross-layer sharing, chapter 15, ``attention_book.cross_layer``).
     """
 
     def __init__(self, config: LlamaConfig, rope: Rope, makes_kv=True):
@@ -72,7 +72,7 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x, cache=None, shared_kv=None):
         """x: (B, L, d_model). cache: this layer's cache or None. Causal: token i sees tokens up to i.
-        shared_kv: None, or the keys and values of the block's group (cross-layer sharing)."""
+        shared_kv: None, or keys and values that an earlier block made (``keys_values``) for this one to attend to."""
         attended, _ = self.attention(self.attention_norm(x), is_causal=x.shape[1] > 1, cache=cache,
                                      shared_kv=shared_kv)
         x = x + attended
