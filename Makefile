@@ -1,5 +1,5 @@
 # The two commands of the README. Both create .venv on first use and install requirements.txt into it.
-.PHONY: book test test-fast test-numerics lint execute setup-cells chapter-headers student course-map clean
+.PHONY: book test test-unit test-fast test-numerics lint execute setup-cells chapter-headers student course-map clean
 
 PYTHON ?= python3
 VENV := .venv
@@ -21,10 +21,19 @@ book: $(INSTALLED)
 ## the instructor guide's tables, the simulated Colab runs (marker colab), the book build, and the site in
 ## headless Chromium (installed with apt when /usr/bin/chromium is missing). nbval checks the chapters twice:
 ## natively over book/, and in the simulated Colab run, which runs each chapter under another CPU's numerics
-## (default kernels, MKL's compatible path, one thread) and compares every output with the stored one
+## (default kernels, MKL's compatible path, one thread) and compares every output with the stored one.
+## --colab-alongside runs the colab tests in a second pytest process beside the rest (their kernel uses one
+## thread, so run after the rest they would leave a core idle); its log is _build/colab.log, and its results
+## join the summary, the exit status and the per-chapter time table (also in _build/chapter-times.md)
 test: lint
 	@test -x /usr/bin/chromium || test -x "$${CHROMIUM:-/nonexistent}" || scripts/install_chromium.sh
-	$(PY) -m pytest
+	$(PY) -m pytest --colab-alongside
+
+## make test-unit: the inner loop, a couple of minutes: the tests without the markers notebook, model,
+## browser, build and colab (pytest.ini lists them), with Hypothesis's "unit" profile (a third of the examples,
+## tests/_hypothesis.py); make test draws them all
+test-unit: $(INSTALLED)
+	HYPOTHESIS_PROFILE=unit $(PY) -m pytest -m "not colab and not notebook and not model and not browser and not build"
 
 ## make test-numerics: nbval over book/ and student/ under every numerics configuration this CPU can run
 ## (kernels: default, avx2, avx512; 1 and 2 threads)

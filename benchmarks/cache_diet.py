@@ -29,13 +29,16 @@ def cache_mib(new_caches, context):
     return sum(cache.nbytes for cache in new_caches(1, context)) / 2**20
 
 
-def main():
+def main(argv=None, model=None, tokenizer=None):
+    """The command line, also callable in-process (tests/test_benchmarks.py) with SmolLM2 already loaded: ``model``
+    the sped-up decoder (``load_llama(fast=True)``), ``tokenizer`` transformers'."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=None, help="score the first N tokens (default: all)")
     parser.add_argument("--window", type=int, default=1024)
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    args = parser.parse_args()
-    model, tokenizer = load_llama(fast=True), load_tokenizer()
+    args = parser.parse_args(argv)
+    model = load_llama(fast=True) if model is None else model
+    tokenizer = load_tokenizer() if tokenizer is None else tokenizer
     ids = tokenizer(long_heldout_text(), return_tensors="pt")["input_ids"][:, :args.tokens]
     N, W = ids.shape[1], args.window
     if not 2 <= W < N:

@@ -25,13 +25,14 @@ IMPLEMENTATIONS = {
 }
 
 
-def main():
+def main(argv=None):
+    """The command line, also callable in-process (tests/test_benchmarks.py): ``argv`` as for the script."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--impl", choices=sorted(IMPLEMENTATIONS), default="folded")
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 8192])
     parser.add_argument("--kv-heads", type=int, nargs="+", default=[32, 8, 4, 1])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     h, d = 32, 128
     attend = IMPLEMENTATIONS[args.impl]
     bandwidth = read_bandwidth()

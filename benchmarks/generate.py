@@ -23,19 +23,21 @@ from attention_book.llama.traffic import decode_step_bytes, decode_tokens_per_s
 QUESTION = "What is the capital of France?"
 
 
-def main():
+def main(argv=None, model=None, reference=None, tokenizer=None):
+    """The command line, also callable in-process (tests/test_benchmarks.py) with models already loaded: ``model``
+    the sped-up decoder (``load_llama(fast=True)``), ``reference`` and ``tokenizer`` transformers'."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--n-new", type=int, default=64, help="new tokens per timed generation")
     parser.add_argument("--runs", type=int, default=3, help="timed runs of each, taking turns; the best counts")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     start = time.perf_counter()
-    model = load_llama(fast=True)
+    model = load_llama(fast=True) if model is None else model
     load_s = time.perf_counter() - start
     start = time.perf_counter()
-    reference = load_reference()
+    reference = load_reference() if reference is None else reference
     reference_load_s = time.perf_counter() - start
-    prompt = chat_ids(load_tokenizer(), QUESTION)  # (1, L0)
+    prompt = chat_ids(load_tokenizer() if tokenizer is None else tokenizer, QUESTION)  # (1, L0)
     L0 = prompt.shape[1]
     bandwidth = read_bandwidth()
     traffic = decode_step_bytes(model, 1, L0 + args.n_new // 2)  # the cache at the middle of the decode

@@ -17,12 +17,13 @@ from attention_book import GroupedQueryAttention, causal_mask
 from attention_book.experiments.measure import median_seconds
 
 
-def main():
+def main(argv=None):
+    """The command line, also callable in-process (tests/test_benchmarks.py): ``argv`` as for the script."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512, 1024])
     parser.add_argument("--kv-heads", type=int, nargs="+", default=[8, 2])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     d_model, h = 512, 8
     if not args.json:
         print(f"d_model={d_model}, h={h}, batch 1, fp32, {torch.get_num_threads()} threads")

@@ -2,7 +2,9 @@
 
 Importing this module registers the "book" profile and loads it, or the profile named by the
 HYPOTHESIS_PROFILE environment variable. ``derandomize=True`` makes every run draw the same
-examples, so a failure seen once is seen again.
+examples, so a failure seen once is seen again. The "unit" profile (make test-unit, the inner
+loop) draws a third as many examples where a test does not set its own number; make test draws
+them all.
 """
 import os
 
@@ -16,6 +18,7 @@ settings.register_profile(
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
+settings.register_profile("unit", parent=settings.get_profile("book"), max_examples=20)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "book"))
 
 # Seeds for torch.manual_seed / torch.Generator, so that each example's tensors are reproducible.

@@ -5,10 +5,11 @@ import shutil
 import nbformat
 import pytest
 from conftest import chapter_paths
-from markdown_it import MarkdownIt
 
 import chapter_header
 from book import colab_url
+
+MarkdownIt = pytest.importorskip("markdown_it").MarkdownIt
 
 
 def intro(nb):

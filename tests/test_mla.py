@@ -9,14 +9,17 @@ import torch
 from _hypothesis import SEEDS
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformers import DynamicCache
-from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3RotaryEmbedding
 
 from attention_book.masks import causal_mask
 from attention_book.mla import (LatentCache, MultiHeadLatentAttention, absorbed_attention, decode_step_cost,
                                 naive_attention)
 from attention_book.mla.reference import to_deepseek_v3
 from attention_book.rope import halves_order
+
+# transformers 5's API (DynamicCache(config=...), the attention's cache= keyword)
+pytest.importorskip("transformers", minversion="5")
+from transformers import DynamicCache  # noqa: E402
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3RotaryEmbedding  # noqa: E402
 
 
 @st.composite

@@ -28,13 +28,13 @@ def folder():
 
 
 @pytest.fixture(scope="module")
-def model(folder):
+def bert_model(folder):
     return load_bert(folder)
 
 
 @pytest.fixture(scope="module")
-def batch(model):
-    return tokenize(model[1], SENTENCES)
+def batch(bert_model):
+    return tokenize(bert_model[1], SENTENCES)
 
 
 def tiny_checkpoint(tmp_path, folder, config=TINY, **hf_config):
@@ -107,13 +107,13 @@ def test_an_unsupported_activation_is_refused(tmp_path, folder):
         load_bert(tmp_path)
 
 
-def test_tokenize_pads_on_the_right(model):
-    batch = tokenize(model[1], ["Hi!", "A longer sentence here."])
+def test_tokenize_pads_on_the_right(bert_model):
+    batch = tokenize(bert_model[1], ["Hi!", "A longer sentence here."])
     assert batch.tokens[0] == ["[CLS]", "hi", "!", "[SEP]"]
     assert batch.is_real.sum(dim=1).tolist() == [4, len(batch.tokens[1])]
     assert batch.ids[0, 4:].eq(0).all() and not batch.is_real[0, 4:].any()
     with pytest.raises(ValueError, match="non-empty list"):
-        tokenize(model[1], "one string")
+        tokenize(bert_model[1], "one string")
 
 
 # The encoder against the reference
@@ -126,27 +126,27 @@ def reference_run(folder, batch):
     return reference_outputs(load_reference(folder), batch.ids, batch.is_real)
 
 
-def test_hidden_states_match_the_reference(model, batch, reference_run):
+def test_hidden_states_match_the_reference(bert_model, batch, reference_run):
     with torch.no_grad():
-        ours = model[0](batch.ids, batch.is_real).hidden_states  # (7, B, L, d_model)
+        ours = bert_model[0](batch.ids, batch.is_real).hidden_states  # (7, B, L, d_model)
     real = batch.is_real[None, :, :, None]
     assert ours.shape == reference_run.hidden_states.shape == (7, len(SENTENCES), batch.ids.shape[1], 384)
     assert ((ours - reference_run.hidden_states).abs() * real).max() < 1e-5
 
 
-def test_attention_weights_match_the_reference(model, batch, reference_run):
+def test_attention_weights_match_the_reference(bert_model, batch, reference_run):
     with torch.no_grad():
-        ours = model[0](batch.ids, batch.is_real, need_weights=True).attention_weights  # (6, B, h, L, L)
+        ours = bert_model[0](batch.ids, batch.is_real, need_weights=True).attention_weights  # (6, B, h, L, L)
     real_queries = batch.is_real[None, :, None, :, None]
     assert ours.shape == reference_run.attention_weights.shape
     assert ((ours - reference_run.attention_weights).abs() * real_queries).max() < 1e-5
     assert (ours * ~batch.is_real[None, :, None, None, :]).max() == 0  # no weight on padding keys
 
 
-def test_embeddings_match_sentence_transformers(folder, model, batch):
+def test_embeddings_match_sentence_transformers(folder, bert_model, batch):
     st = pytest.importorskip("sentence_transformers")
     expected = st.SentenceTransformer(str(folder), device="cpu").encode(SENTENCES, convert_to_tensor=True)
-    assert (sentence_embeddings(model[0], batch.ids, batch.is_real) - expected).abs().max() < 1e-5
+    assert (sentence_embeddings(bert_model[0], batch.ids, batch.is_real) - expected).abs().max() < 1e-5
 
 
 # Pooling
@@ -161,17 +161,17 @@ def test_mean_pool_ignores_padding():
         mean_pool(hidden, is_real[:, :2])
 
 
-def test_an_embedding_does_not_depend_on_the_batch(model, batch):
-    together = sentence_embeddings(model[0], batch.ids, batch.is_real)
-    alone = tokenize(model[1], SENTENCES[2:3])
-    assert torch.allclose(sentence_embeddings(model[0], alone.ids, alone.is_real)[0], together[2], atol=1e-6)
+def test_an_embedding_does_not_depend_on_the_batch(bert_model, batch):
+    together = sentence_embeddings(bert_model[0], batch.ids, batch.is_real)
+    alone = tokenize(bert_model[1], SENTENCES[2:3])
+    assert torch.allclose(sentence_embeddings(bert_model[0], alone.ids, alone.is_real)[0], together[2], atol=1e-6)
     assert torch.allclose(together.norm(dim=-1), torch.ones(len(SENTENCES)))
 
 
 # GQA conversion of the real encoder
 
-def test_gqa_conversion_of_the_encoder(model, batch):
-    encoder = model[0]
+def test_gqa_conversion_of_the_encoder(bert_model, batch):
+    encoder = bert_model[0]
     same = convert_to_gqa(encoder, 12)
     assert torch.allclose(sentence_embeddings(same, batch.ids, batch.is_real),
                           sentence_embeddings(encoder, batch.ids, batch.is_real), atol=1e-6)

@@ -8,13 +8,17 @@ import torch.nn.functional as F
 from _hypothesis import SEEDS
 from hypothesis import given
 from hypothesis import strategies as st
-from transformers import LlamaConfig
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb, rotate_half
 
 from attention_book import GroupedQueryAttention
 from attention_book.rope import (LAYOUTS, Rope, apply_rope, halves_order, halves_to_pairs_rows,
                                  pairs_to_halves_rows, rope_cos_sin, rope_frequencies, rotate)
 from layer_configs import TOL
+
+# transformers 5's API (LlamaConfig(rope_parameters=...); 4.x ignores that keyword and keeps base 10,000)
+pytest.importorskip("transformers", minversion="5")
+from transformers import LlamaConfig  # noqa: E402
+from transformers.models.llama.modeling_llama import (LlamaRotaryEmbedding, apply_rotary_pos_emb,  # noqa: E402
+                                                      rotate_half)
 
 BASES = st.sampled_from([10_000.0, 100_000.0, 500_000.0, 1.5, 37.0])
 DTYPES = st.sampled_from([torch.float32, torch.float64])
@@ -278,3 +282,39 @@ def test_the_layer_rejects_a_rope_it_cannot_use():
     layer = GroupedQueryAttention(16, 4, 2, rope=Rope(4))
     with pytest.raises(ValueError, match="rope is for self-attention"):
         layer(torch.zeros(1, 3, 16), torch.zeros(1, 5, 16))
+
+
+@pytest.mark.parametrize("device, dtype", [("meta", torch.float32), ("cpu", torch.float64)])
+def test_rope_copies_its_table_to_a_device_and_dtype_once(monkeypatch, device, dtype):
+    rope, x = Rope(8), torch.randn(1, 2, 3, 8, dtype=dtype).to(device)
+    starts = (3, 4, 100)
+    expected = [apply_rope(x, torch.arange(start, start + 3)) for start in starts] if device == "cpu" else None
+    real_to, copies = torch.Tensor.to, []
+
+    def counting_to(self, *args, **kwargs):
+        out = real_to(self, *args, **kwargs)
+        if out is not self:
+            copies.append((out.device, out.dtype))
+        return out
+
+    monkeypatch.setattr(torch.Tensor, "to", counting_to)
+    assert rope(x).device == x.device
+    copies.clear()
+    outs = [rope(x, start) for start in starts]
+    assert copies == []
+    if device == "cpu":
+        torch.testing.assert_close(outs, expected, rtol=0, atol=0)
+
+
+def test_apply_rope_computes_its_angles_on_the_positions_device():
+    out = apply_rope(torch.zeros(1, 2, 3, 8, device="meta"), torch.arange(3, device="meta"))
+    assert out.device.type == "meta" and out.shape == (1, 2, 3, 8)
+
+
+def test_a_table_grown_under_inference_mode_can_be_trained_through():
+    rope = Rope(8)
+    with torch.inference_mode():
+        rope(torch.randn(1, 1, 3, 8))
+    x = torch.randn(1, 1, 3, 8, requires_grad=True)
+    rope(x).sum().backward()
+    assert x.grad is not None

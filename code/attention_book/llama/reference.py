@@ -46,12 +46,20 @@ def load_reference(path=None):
 
 
 def load_tokenizer(path=None):
-    """transformers' tokenizer built from the GGUF file's metadata (vocabulary, merges, chat template)."""
+    """transformers' tokenizer built from the GGUF file's metadata (vocabulary, merges, chat template).
+
+    It adds no beginning-of-sequence token to a text, whatever the transformers version: transformers 5 builds it so
+    from SmolLM2's file, while 4.x reads the file's ``add_bos_token`` flag and puts token 1 first, which would give
+    the chapters other token counts and other logits (Colab may preinstall a 4.x).
+    """
     folder, name = _split(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         transformers = _quiet_transformers()
-        return transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
+    if getattr(tokenizer, "add_bos_token", False):
+        tokenizer.add_bos_token = False  # transformers 4.x: its setter rebuilds the post-processor without it
+    return tokenizer
 
 
 def chat_ids(tokenizer, question, system=None) -> torch.Tensor:

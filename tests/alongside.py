@@ -1,0 +1,129 @@
+"""``pytest --colab-alongside`` (make test): the tests marked colab run in a second pytest process, beside the rest.
+
+The simulated Colab kernel is single-threaded by design (its numerics are one thread's), so run after the rest it
+leaves one of two cores idle for most of its run. Here the first process, once it has collected, takes the selected
+colab tests out of its own run and starts ``python -m pytest <their node ids> --alongside-reports FILE`` with its
+output in _build/colab.log. That process writes each test report to FILE (pytest's own serialisation, as pytest-xdist
+and pytest-reportlog use); when the first process has run its own tests, it waits for the second and replays its
+reports through the usual hooks. So the failures, the -ra lines, the durations, the last-failed cache and the
+closing "N passed, N failed" line, and the exit status, are those of the whole run, as if one process had run it.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+import pytest
+from conftest import COLAB_TIMES, ROOT, RUN_DIR_VARIABLE
+
+LOG = ROOT / "_build" / "colab.log"
+
+
+class ReportWriter:
+    """In the second process: every report, and the Colab times at the end, appended to a JSON-lines file."""
+
+    def __init__(self, config, path):
+        self.config, self.path = config, path
+
+    def _write(self, record):
+        with open(self.path, "a") as out:
+            out.write(json.dumps(record) + "\n")
+
+    def pytest_runtest_logreport(self, report):
+        self._write({"report": self.config.hook.pytest_report_to_serializable(config=self.config, report=report)})
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self._write({"report": self.config.hook.pytest_report_to_serializable(config=self.config,
+                                                                                  report=report)})
+
+    def pytest_sessionfinish(self):
+        self._write({"colab_times": COLAB_TIMES})
+
+
+class Alongside:
+    """In the first process: start the second one after collection, replay its reports after the own run."""
+
+    def __init__(self, config):
+        self.config = config
+        self.process = None
+        self.folder = tempfile.mkdtemp(prefix="attention-book-run-")
+        os.environ[RUN_DIR_VARIABLE] = self.folder  # the package_wheel fixture builds once for both processes
+        self.reports = os.path.join(self.folder, "colab-reports.jsonl")
+        self.count = 0
+
+    @pytest.hookimpl(trylast=True)  # after -m and -k have deselected
+    def pytest_collection_modifyitems(self, session, config, items):
+        colab = [item for item in items if item.get_closest_marker("colab")]
+        if not colab:
+            return
+        items[:] = [item for item in items if not item.get_closest_marker("colab")]
+        self.count = len(colab)
+        LOG.parent.mkdir(exist_ok=True)
+        with open(LOG, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--alongside-reports", self.reports,
+                 *[item.nodeid for item in colab]],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        config.pluginmanager.get_plugin("terminalreporter").write_line(
+            f"{len(colab)} colab tests run alongside in a second pytest process (log: {LOG.relative_to(ROOT)})")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtestloop(self, session):
+        session.testscollected += self.count  # so that the progress reaches 100 % with the last replayed report
+        outcome = yield
+        if self.process is not None and outcome.excinfo is None:  # not interrupted (-x, collection errors, ^C)
+            self.replay(session)
+
+    def replay(self, session):
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        reporter.write_sep("-", f"waiting for the colab tests (log: {LOG.relative_to(ROOT)})")
+        returncode = self.process.wait()
+        self.process = None
+        hook, failed, seen = self.config.hook, 0, 0
+        records = []
+        if os.path.exists(self.reports):
+            with open(self.reports) as lines:
+                records = [json.loads(line) for line in lines if line.strip()]
+        for record in records:
+            if "colab_times" in record:
+                COLAB_TIMES.update({name: tuple(times) for name, times in record["colab_times"].items()})
+                continue
+            report = hook.pytest_report_from_serializable(config=self.config, data=record["report"])
+            if isinstance(report.longrepr, list):  # a skip's (path, line, reason): a tuple that JSON made a list
+                report.longrepr = tuple(report.longrepr)
+            failed += report.failed
+            if report.when == "collect":  # a collection error
+                hook.pytest_collectreport(report=report)
+                continue
+            if report.when == "setup":
+                seen += 1
+                hook.pytest_runtest_logstart(nodeid=report.nodeid, location=report.location)
+            hook.pytest_runtest_logreport(report=report)
+            if report.when == "teardown":
+                hook.pytest_runtest_logfinish(nodeid=report.nodeid, location=report.location)
+        if returncode not in (0, 1) or (returncode == 1 and not failed) or seen < self.count:
+            self.crashed(returncode, seen)
+
+    def crashed(self, returncode, seen):
+        """The second process ended without reporting every test: one failing report says so, with its log's end."""
+        from _pytest.reports import TestReport
+
+        tail = LOG.read_text(errors="replace")[-6000:] if LOG.exists() else "(no log)"
+        report = TestReport(nodeid="tests/test_colab.py::<the colab run alongside>", location=("tests/test_colab.py",
+                            None, "the colab run alongside"), keywords={}, outcome="failed", when="call",
+                            longrepr=f"the colab pytest process exited with {returncode} after reporting {seen} of "
+                                     f"{self.count} tests; the end of {LOG}:\n{tail}")
+        self.config.hook.pytest_runtest_logreport(report=report)
+
+    def pytest_unconfigure(self):
+        if self.process is not None and self.process.poll() is None:  # interrupted: stop what this run started,
+            os.killpg(self.process.pid, signal.SIGTERM)  # the second pytest and its kernels (its own session)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+        shutil.rmtree(self.folder, ignore_errors=True)
