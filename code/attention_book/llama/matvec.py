@@ -75,13 +75,24 @@ class SplitLinear(nn.Module):
         rows = x.numel() // K
         if s == 1 or x.dim() < 2 or x.shape[-2] != 1 or rows > MAX_ROWS:
             return F.linear(x, self.weight)
+        w_slices = self.slices()
         if self.split == "inputs":
             x_slices = x.reshape(rows, s, K // s).transpose(0, 1)  # (s, rows, K / s)
-            w_slices = self.weight.t().view(s, K // s, N)  # (s, K / s, N), a view of the (K, N) storage
             return torch.bmm(x_slices, w_slices).sum(dim=0).view(*x.shape[:-1], N)  # partial results, added
-        w_slices = self.weight.view(s, N // s, K)  # (s, N / s, K)
         y = torch.bmm(x.reshape(1, rows, K).expand(s, rows, K), w_slices.transpose(1, 2))  # (s, rows, N / s)
         return y.transpose(0, 1).reshape(*x.shape[:-1], N)  # the slices side by side
+
+    def slices(self):
+        """The view of ``weight`` that ``forward`` reads: (s, K / s, N) when splitting the inputs (of the (K, N)
+        storage), (s, N / s, K) when splitting the outputs. No copy; made again only when ``weight`` moves to other
+        memory (``.to()``, ``.half()``, ``.double()``), so a decode step never reads stale weights."""
+        weight = self.weight
+        key = (weight.data_ptr(), weight.dtype, weight.device)
+        if getattr(self, "_slices_key", None) != key:
+            K, N, s = self.in_features, self.out_features, self.n_splits
+            self._slices = weight.t().view(s, K // s, N) if self.split == "inputs" else weight.view(s, N // s, K)
+            self._slices_key = key
+        return self._slices
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, n_splits={self.n_splits}, "
