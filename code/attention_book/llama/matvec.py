@@ -44,8 +44,8 @@ class SplitLinear(nn.Module):
 
     ``weight`` stays an (N, K) tensor, a view of the storage, so the layer reads like an ``nn.Linear``
     (``layer.weight.dtype``, ``layer.weight.shape``, its state dict) and can share its weight with an ``nn.Embedding``.
-    For inference only. ``forward`` reads ``weight`` through an (s, K / s, N) or (s, N / s, K) view, made at each call
-    (no copy), so ``.to()``, ``.half()`` and the like, which replace ``weight``, change what it reads.
+    For inference only. ``forward`` reads ``weight`` through an (s, K / s, N) or (s, N / s, K) view (``slices``, no
+    copy), made again whenever ``.to()``, ``.half()`` and the like move ``weight``, so it never reads stale numbers.
     """
 
     def __init__(self, weight, n_splits=None, split=None):
