@@ -286,6 +286,48 @@ def exercise_attend(shown, package):
             for fn in (shown, package)]
 
 
+def exercise_rope(shown, package):
+    """Both layouts, from position 0 and from a start past the table's first size (it grows), and the repr."""
+    x = torch.randn(2, 3, 5, 8, generator=torch.Generator().manual_seed(0))
+    return [[fn(8, 100.0, layout)(x, start) for layout in ("halves", "pairs") for start in (0, 300)] + [repr(fn(8))]
+            for fn in (shown, package)]
+
+
+def exercise_llama_decoder(shown, package):
+    """A small decoder: a causal forward, a cached prefill (last_only) and a decode step, its weight bytes, and the
+    same after speed_up; and one whose layers share keys and values in pairs (kv_share=2)."""
+    ids = torch.randint(0, 11, (2, 5), generator=torch.Generator().manual_seed(0))
+    results = ([], [])
+    for cls, found in zip((shown, package), results, strict=True):
+        for kv_share in (1, 2):
+            model = seeded(lambda cls=cls, kv_share=kv_share: cls(small_llama_config(), kv_share=kv_share)).eval()
+            with torch.no_grad():
+                found.append(model(ids))
+                caches = model.new_caches(2, 6)
+                found += [model(ids[:, :4], caches, last_only=True), model(ids[:, 4:5], caches),
+                          torch.tensor(model.weight_bytes())]
+                model.speed_up()
+                caches = model.new_caches(2, 6)
+                found += [model(ids[:, :4], caches), model(ids[:, 4:5], caches), torch.tensor(model.weight_bytes())]
+    return results
+
+
+def exercise_state_from_gguf(shown, package):
+    """A tiny GGUF file's state dict in both layouts, plain and stored for SplitLinear (transposed)."""
+    import pathlib
+    import tempfile
+
+    pytest.importorskip("gguf")
+    from attention_book.llama.loader import GGUFModel
+    from llama_files import write_gguf
+    with tempfile.TemporaryDirectory() as folder:
+        path = pathlib.Path(folder) / "tiny.gguf"
+        write_gguf(path)
+        file = GGUFModel(path)
+        return [[fn(file, layout, transposed) for layout in ("halves", "pairs") for transposed in (False, True)]
+                for fn in (shown, package)]
+
+
 def exercise_generate_greedy(shown, package):
     from attention_book.llama.decoder import LlamaDecoder
     model = seeded(lambda: LlamaDecoder(small_llama_config())).eval()
@@ -361,6 +403,9 @@ EXERCISES = {  # shown name -> fn(shown object, package object) -> (what the sho
     "fuse_qkv": exercise_fuse_qkv,
     "attend": exercise_attend,
     "generate_greedy": exercise_generate_greedy,
+    "Rope": exercise_rope,
+    "LlamaDecoder": exercise_llama_decoder,
+    "state_from_gguf": exercise_state_from_gguf,
     "pairs_to_halves_rows": lambda shown, package: (shown(torch.arange(48.0).reshape(12, 4), 3),
                                                     package(torch.arange(48.0).reshape(12, 4), 3)),
     "naive_attention": exercise_latent_attention,

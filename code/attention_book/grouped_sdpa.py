@@ -52,7 +52,8 @@ def grouped_query_sdpa(q, k, v, mask=None, is_causal=False):
     dimension: q becomes (B, g, (h / g) * L, d) and each K/V head is read once, instead of once for every
     query head of its group. Decoding one token (L = 1) must read the whole cache for little arithmetic, so
     reading it h / g times less is what makes MQA and GQA decode faster. (On CPUs, ``enable_gqa=True`` reads
-    each K/V head once per query head: see ``benchmarks/decode.py --impl enable_gqa``.)
+    each K/V head once per query head: see chapter 8's timings, or ``benchmarks/decode.py --impl enable_gqa`` in a
+    clone of the repository.)
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         require_rank(name, t, 4, "B, heads, length, d")

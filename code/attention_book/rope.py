@@ -6,8 +6,11 @@ are only through m - n.
 
 Two layouts say which coordinates form pair i:
 
-- ``"halves"``: coordinates i and i + d_head / 2 (``rotate_half``: GPT-NeoX and Hugging Face transformers);
-- ``"pairs"``: coordinates 2i and 2i + 1 (the paper, GPT-J, Meta's Llama code and llama.cpp's GGUF files).
+- ``"halves"``: coordinates i and i + d_head / 2 (``rotate_half``: GPT-NeoX and Hugging Face transformers' Llama
+  code);
+- ``"pairs"``: coordinates 2i and 2i + 1 (the paper, GPT-J, Meta's Llama code, and W_q and W_k as llama.cpp stores
+  them in the GGUF files of llama-architecture models; the architectures it runs with "NeoX" RoPE, such as Qwen2
+  and Gemma, keep the halves layout in their files).
 
 Both rotate the same pairs by the same angles once the coordinates are reordered: ``halves_order`` gives the
 order, and ``pairs_to_halves_rows`` reorders a projection's rows so that its outputs come out in it.
@@ -22,7 +25,8 @@ LAYOUTS = ("halves", "pairs")
 def _check_layout(layout):
     if layout not in LAYOUTS:
         raise ValueError(f"layout={layout!r} must be one of {LAYOUTS}: 'halves' pairs coordinate i with "
-                         "i + d_head/2 (Hugging Face), 'pairs' pairs 2i with 2i + 1 (the paper, GGUF files)")
+                         "i + d_head/2 (Hugging Face's Llama code), 'pairs' pairs 2i with 2i + 1 (the paper, and "
+                         "W_q and W_k in the GGUF files of llama-architecture models)")
 
 
 def _check_d_head(d_head):
@@ -110,8 +114,9 @@ def pairs_to_halves_rows(weight, n_heads):
     """Reorder a query or key projection's rows, head by head, from the "pairs" to the "halves" layout.
 
     Args:
-        weight: shape (n_heads * d_head, d_in), as ``nn.Linear`` stores it (llama.cpp's GGUF files store W_q and
-            W_k in the "pairs" layout).
+        weight: shape (n_heads * d_head, d_in), as ``nn.Linear`` stores it. llama.cpp stores W_q and W_k in the
+            "pairs" layout in the GGUF files of llama-architecture models (not in those of architectures it runs
+            with "NeoX" RoPE, such as Qwen2 and Gemma, which keep the halves layout).
         n_heads: heads in this projection (n_heads for W_q, n_kv_heads for W_k).
     Returns:
         shape (n_heads * d_head, d_in): the projection whose outputs, rotated in the "halves" layout, give the

@@ -1,11 +1,13 @@
 """KIVI-style int8 K/V (Liu et al. 2024): keys quantised per channel, values per token, and a cache that stores them.
 
 Keys have a few channels with large values in every token (outliers by channel), so each channel gets its own
-scale; values have no such channels, and each token gets its own scale. The quantisation here is asymmetric:
-x is mapped from [min, max] onto the 256 integers -128 .. 127, x ~ data * scale + zero, with
-scale = (max - min) / 255 and zero = min + 128 * scale. Each number is then off by at most scale / 2 (plus float
-rounding), and a constant row or channel (max = min, scale 0) comes back exactly. The symmetric variant (zero = 0)
-would waste half the range on keys whose channel is all positive or all negative.
+scale. Values' channels are more even in most heads, though a few value heads have a large channel too (chapter 15
+measures both on SmolLM2); KIVI gives each token's values their own scale, and so does this module.
+
+The quantisation here is asymmetric: x is mapped from [min, max] onto the 256 integers -128 .. 127,
+x ~ data * scale + zero, with scale = (max - min) / 255 and zero = min + 128 * scale. Each number is then off by at
+most scale / 2 (plus float rounding), and a constant row or channel (max = min, scale 0) comes back exactly. The
+symmetric variant (zero = 0) would waste half the range on keys whose channel is all positive or all negative.
 
 Shape letters: B batch, g K/V heads, S cached tokens, d_head, G the group of tokens a key scale covers.
 """

@@ -5,12 +5,15 @@ later token takes the slot of the token ``window`` positions before it, which no
 through it gives what ``window_mask`` gives for the whole sequence at once.
 
 Positions: the book keeps each token's absolute position in the text. The attention layer rotates keys by RoPE
-at ``start = cache.length`` *before* they are cached, and ``length`` counts every token seen, so the score of a
-query and a key depends on their true distance however often the ring has wrapped. StreamingLLM makes another
-choice: it caches keys unrotated and numbers them by their slot in the cache, so no distance ever exceeds
-n_sinks + window, the distances the model was trained on. With absolute positions a model is asked about
-distances up to the length of the text for the sinks (only they are that far), which suits a model trained on
-that context (SmolLM2: 8,192) and is the simpler cache; chapter 15 discusses the difference.
+at ``start = cache.length`` *before* they are cached (chapter 11's rule: the cache stores rotated keys), and
+``length`` counts every token seen, so the score of a query and a key depends on their true distance however often
+the ring has wrapped. StreamingLLM makes another choice: it caches keys *unrotated*, numbers the cached tokens
+0, 1, 2, ... in their order in the text (the sinks first, then the window) and, at every step, rotates each cached
+key by its number and the query by the next one. No distance then exceeds the cache's size, a distance the model
+saw in training, however long the text; but a key's number drops by one each time the window slides, so its
+rotation cannot be stored once: every step rotates the whole cache again. With absolute positions a model is
+asked about distances up to the length of the text for the sinks (only they are that far), which suits a model
+trained on that context (SmolLM2: 8,192) and is the simpler cache; chapter 15 discusses the difference.
 """
 import torch
 

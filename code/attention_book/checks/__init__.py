@@ -21,7 +21,7 @@ from .real_llm import check_perplexity, check_rms_norm, check_roofline_tokens_pe
 from .rope import check_next_positions, check_rotate_pairs, check_to_halves_rows
 from .self_attention import check_self_attention, check_sinusoidal, check_weights_bytes
 from .single_head import check_attention, check_causal_mask, check_stable_softmax
-from .tradeoffs import check_cache_bytes, check_pareto_front, check_roofline_seconds
+from .tradeoffs import check_cache_bytes, check_memory_bound_seconds, check_pareto_front
 from .what_heads_learn import check_ablation, check_induction_score, check_previous_token_score
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
     "check_mqa_attention", "check_mqa_param_count", "check_tokens_per_second_bound",
     "check_folded_gqa", "check_kv_head_of", "check_repeat_kv",
     "check_converted_attention", "check_group_members", "check_pool_projection",
-    "check_cache_bytes", "check_pareto_front", "check_roofline_seconds",
+    "check_cache_bytes", "check_memory_bound_seconds", "check_pareto_front",
     "check_rotate_pairs", "check_to_halves_rows", "check_next_positions",
     "check_rms_norm", "check_swiglu", "check_roofline_tokens_per_s", "check_perplexity",
     "check_latent_cache_bytes", "check_absorb_query", "check_decoupled_rope_key",

@@ -1,4 +1,6 @@
 """Checks for chapter 6's exercises: cache sizes, cached decoding, and the longest context that fits."""
+import numbers
+
 import torch
 
 from ..attention_layer import GroupedQueryAttention
@@ -22,15 +24,19 @@ def check_kv_bytes_per_token(fn):
     Tried on 5 real models (Llama 2 7B and 70B, Llama 3 8B, Falcon 7B, Gemma 2B) in fp16 and fp32; compared with
     attention_book.kv_cache.kv_cache_bytes_per_token.
     """
-    # the smallest cache per token first
+    # the smallest cache per token first; fp32 before fp16, where the two mistakes below give different numbers
     for name, n_layers, g, d_head in sorted(MODELS, key=lambda model: model[1] * model[2] * model[3]):
-        for bytes_per_element in (2, 4):
+        for bytes_per_element in (4, 2):
             expected = kv_cache_bytes_per_token(n_layers, g, d_head, bytes_per_element)
             got = _call(fn, (n_layers, g, d_head, bytes_per_element), "kv_bytes_per_token")
             if got != expected:
+                likely = {expected // 2: "only keys or only values were counted: each token leaves both behind",
+                          expected // bytes_per_element: "that counts numbers, not bytes"}
+                note = (f"\nLikely mistake: {likely[got]}" if _is_number(got) and got in likely else
+                        f"\n{_see_hint('kv_bytes_per_token')}")
                 raise CheckFailed(f"{name} (n_layers={n_layers}, n_kv_heads={g}, d_head={d_head}) at "
                                   f"{bytes_per_element} bytes per element: expected {expected:,} bytes, got {got!r}"
-                                  "\nHint: don't forget the factor 2 for keys and values")
+                                  f"{note}")
     print(f"✓ kv_bytes_per_token is right for {len(MODELS)} real models, in fp16 and fp32.")
 
 
@@ -79,10 +85,27 @@ def check_max_context(fn):
     sizes = {name: (n_layers, g, d_head) for name, n_layers, g, d_head in MODELS}
     for memory, name, bytes_per_element, batch in cases:
         n_layers, g, d_head = sizes[name]
-        expected = memory // (kv_cache_bytes_per_token(n_layers, g, d_head, bytes_per_element) * batch)
+        per_token = kv_cache_bytes_per_token(n_layers, g, d_head, bytes_per_element)  # one sequence's token
+        expected = memory // (per_token * batch)
         got = _call(fn, (memory, n_layers, g, d_head, bytes_per_element, batch), "max_context")
-        if got != expected:
+        if got != expected or not _is_number(got, integer=True):
+            likely = {memory // per_token: "the batch was left out: the memory holds the caches of all `batch` "
+                                           "sequences",
+                      memory / (per_token * batch): "a context is a whole number of tokens, and a token that does "
+                                                    "not fit whole does not fit",
+                      expected + 1: "rounded up: a token that does not fit whole does not fit"}
+            note = (f"\nLikely mistake: {likely[got]}" if _is_number(got) and got in likely and got != expected else
+                    "\nLikely mistake: the result must be an int" if got == expected else
+                    f"\n{_see_hint('max_context')}")
             raise CheckFailed(f"max_context(memory_bytes={memory} ({memory / 2**30:.0f} GiB), n_layers={n_layers}, "
                               f"n_kv_heads={g}, d_head={d_head}, bytes_per_element={bytes_per_element}, batch={batch}) "
-                              f"for {name}: expected {expected:,} tokens, got {got!r}\nHint: use integer division //")
-    print(f"✓ max_context is right for {len(cases)} memory budgets and models.")
+                              f"for {name}: expected {expected:,} tokens, got {got!r}{note}")
+    # the last case is the question of the exercise: Llama 2 70B in fp16, 8 conversations, 80 GiB
+    print(f"✓ max_context is right for {len(cases)} memory budgets and models. Your answer to the question: "
+          f"{got:,} tokens for each of the {batch} conversations with {name}.")
+
+
+def _is_number(value, integer=False):
+    """Whether value is a plain number (an integer, if ``integer``): not a bool, a tensor or a string."""
+    kind = numbers.Integral if integer else numbers.Real
+    return isinstance(value, kind) and not isinstance(value, bool)

@@ -112,6 +112,26 @@ def check_to_torch_mha(fn):
         except RuntimeError as error:
             raise CheckFailed(f"your nn.MultiheadAttention on x {tuple(x.shape)} with a (5, 5) causal mask "
                               f"raised: {error}\nHint: did you set batch_first=True?") from None
+        layout = "rows are outputs, (out, in), as in an nn.Linear's weight"
+        transposed = [  # (what was copied transposed, which weights were), the whole copy first
+            (f"transposed weights: in_proj_weight and out_proj.weight were filled with W.T; their {layout}",
+             (True, True)),
+            (f"transposed weights: in_proj_weight was filled with W_q.T, W_k.T, W_v.T; its {layout}", (True, False)),
+            (f"transposed weights: out_proj.weight was filled with W_o.T; its {layout}", (False, True))]
+        mistakes = [(text, lambda which=which: _transposed_copy(layer, x, mask, *which)) for text, which in transposed]
         _compare("your nn.MultiheadAttention", f"d_model={d_model}, n_heads={h}, x {tuple(x.shape)}, causal mask",
-                 expected.detach(), got, hint=_see_hint("my_to_torch_mha"))
+                 expected.detach(), got, hint=_see_hint("my_to_torch_mha"), mistakes=mistakes)
     print("✓ your nn.MultiheadAttention computes the same outputs as the book's layer on 3 configurations.")
+
+
+def _transposed_copy(layer, x, mask, in_proj=True, out_proj=True):
+    """What nn.MultiheadAttention computes when the weights of ``layer`` are copied into it transposed (W.T for W):
+    those of in_proj_weight, of out_proj.weight, or both."""
+    mha = torch.nn.MultiheadAttention(layer.d_model, layer.n_heads, batch_first=True)
+    q, k, v, o = (p.weight for p in (layer.q_proj, layer.k_proj, layer.v_proj, layer.o_proj))
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([q.T, k.T, v.T] if in_proj else [q, k, v]))
+        mha.in_proj_bias.copy_(torch.cat([layer.q_proj.bias, layer.k_proj.bias, layer.v_proj.bias]))
+        mha.out_proj.weight.copy_(o.T if out_proj else o)
+        mha.out_proj.bias.copy_(layer.o_proj.bias)
+        return mha(x, x, x, attn_mask=~mask)[0]

@@ -46,7 +46,8 @@ def check_mean_pool(fn):
 @_exercise("my_next_token_score",
            task="given weights (B, h, L, L) and is_real (B, L), True for real tokens, return a tensor (h,): for each "
                 "head, the mean weight that a real token puts on the next position when that position is a real "
-                "token too, over those queries and the batch (other queries do not count).",
+                "token too, over those queries of the whole batch together (one mean, not a mean per sentence; "
+                "other queries do not count).",
            hint="The weight from i to i + 1 sits just above the diagonal: weights.diagonal(offset=1, dim1=-2, "
                 "dim2=-1) is (B, h, L - 1). The queries that count are those where is_real[:, :-1] & "
                 "is_real[:, 1:]; zero the others (multiply by that mask as floats), sum over the batch and positions "
@@ -68,8 +69,14 @@ def check_next_token_score(fn):
         cases.append((f"padded weights {(B, h, L, L)}, lengths {is_real.sum(1).tolist()}", weights, is_real))
     for tried, weights, is_real in cases:  # the smallest first
         expected = weight_on(weights, offset_targets(is_real, +1), is_real)
+        per_sentence = [("a mean per sentence, then a mean over the sentences: the score is one mean over all the "
+                         "counted queries of the batch together (padded sentences count fewer queries)",
+                         lambda w=weights, r=is_real: torch.stack([
+                             weight_on(w[b:b + 1], offset_targets(r[b:b + 1], +1), r[b:b + 1])
+                             for b in range(len(r))]).mean(dim=0))]
         _compare("your next-token score", tried, expected, _call(fn, (weights, is_real), "my_next_token_score"),
-                 hint="the last real token has no next token, and padding queries do not count")
+                 hint="the last real token has no next token, and padding queries do not count",
+                 mistakes=per_sentence)
     print(f"✓ your next-token score matches the package's on {len(cases)} patterns, a perfect one included.")
 
 

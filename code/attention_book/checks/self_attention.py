@@ -1,4 +1,6 @@
 """Checks for chapter 2's exercises: self-attention, positions, memory."""
+import math
+
 import torch
 
 from ..positions import sinusoidal_positions
@@ -67,7 +69,8 @@ def check_sinusoidal(fn):
 def check_weights_bytes(fn):
     """fn(B, h, L, S, dtype) -> bytes taken by the attention weights of that shape and dtype.
 
-    Tried on 5 shapes in fp16, bf16, fp32 and fp64; compared with the size of a real tensor (Tensor.nbytes).
+    Tried on 5 shapes in fp16, bf16, fp32 and fp64; compared with the size of a real tensor (Tensor.nbytes). On a
+    pass, it prints the answer to the exercise's question: the longest L whose fp16 weights (1, 1, L, L) fit in 1 GiB.
     """
     cases = [(1, 1, 4, 4, torch.float32), (4, 2, 3, 5, torch.float64), (2, 8, 10, 10, torch.float32),
              (1, 32, 1, 4096, torch.bfloat16), (8, 12, 1024, 1024, torch.float16)]  # the fewest weights first
@@ -76,5 +79,21 @@ def check_weights_bytes(fn):
         got = _call(fn, (B, h, L, S, dtype), "weights_bytes")
         if got != expected:
             raise CheckFailed(f"weights_bytes(B={B}, h={h}, L={L}, S={S}, dtype={dtype}): expected {expected:,}, "
-                              f"got {got!r}\nHint: torch.finfo(dtype).bits // 8 gives the bytes per element")
-    print(f"✓ weights_bytes matches the real tensors' sizes for {len(cases)} shapes and dtypes.")
+                              f"got {got!r}\n{_weights_bytes_mistake(got, B * h * L * S, dtype)}")
+    longest = math.isqrt(2**30 // 2)  # L * L * 2 bytes <= 2**30
+    print(f"✓ weights_bytes matches the real tensors' sizes for {len(cases)} shapes and dtypes.\n"
+          f"  The question's answer: one fp16 head over one sequence fits in 1 GiB up to L = {longest:,} "
+          f"({longest:,}² × 2 bytes ≤ 2³⁰).")
+
+
+def _weights_bytes_mistake(got, count, dtype):
+    """What a wrong weights_bytes answer most likely got wrong, given the number of weights ``count``."""
+    size = torch.empty((), dtype=dtype).element_size()
+    if got == count:
+        return "Likely mistake: that is the number of weights; the question asks for bytes."
+    if got == count * size * 8:
+        return "Likely mistake: that counts bits, not bytes."
+    if isinstance(got, int) and got % count == 0 and got // count in (1, 2, 4, 8):
+        return (f"Likely mistake: {got // count} bytes per weight, but a {dtype} weight takes another number of "
+                "bytes: each dtype has its own size.")
+    return "Hint: " + _see_hint("weights_bytes")

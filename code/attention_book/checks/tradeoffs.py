@@ -1,4 +1,4 @@
-"""Checks for chapter 10's exercises: a cache with a sliding window, the roofline time, the Pareto front."""
+"""Checks for chapter 10's exercises: a cache with a sliding window, the memory bound of a step, the Pareto front."""
 from ._compare import CheckFailed, _call, _exercise
 
 
@@ -29,14 +29,16 @@ def check_cache_bytes(fn):
     print(f"✓ cache_bytes is right for {len(cases)} cases, with and without a sliding window.")
 
 
-@_exercise("roofline_seconds",
-           task="return the least time in seconds (a float) that one decode step of one layer's attention can take "
-                "on a machine that reads `bandwidth` bytes per second, when the step is limited by reading that "
-                "layer's K/V cache of S tokens (n_kv_heads heads of size d_head, bytes_per_element bytes each).",
+@_exercise("memory_bound_seconds",
+           task="return the memory bound in seconds (a float): the least time that one decode step of one layer's "
+                "attention can take on a machine that reads `bandwidth` bytes per second, counting only the reading "
+                "of that layer's K/V cache of S tokens (n_kv_heads heads of size d_head, bytes_per_element bytes "
+                "each).",
            hint="The step must read every cached key and value once: 2 * n_kv_heads * S * d_head * "
-                "bytes_per_element bytes. At `bandwidth` bytes per second that takes bytes / bandwidth seconds.")
-def check_roofline_seconds(fn):
-    """fn(n_kv_heads, S, d_head, bytes_per_element, bandwidth) -> the fastest one decode step's attention can be.
+                "bytes_per_element bytes. At `bandwidth` bytes per second that takes bytes / bandwidth seconds. "
+                "(The roofline's other bound, FLOPs / compute rate, is not asked for here.)")
+def check_memory_bound_seconds(fn):
+    """fn(n_kv_heads, S, d_head, bytes_per_element, bandwidth) -> the memory bound of one decode step's attention.
 
     Tried on 4 caches and bandwidths (n_kv_heads = 8, 1, 4, 2; 20 GB/s to 1 TB/s, and a tiny one at 1 B/s);
     compared with 2 x n_kv_heads x S x d_head x bytes / bandwidth, to a relative 1e-9.
@@ -45,11 +47,11 @@ def check_roofline_seconds(fn):
     for g, S, d, b, bandwidth in [(2, 7, 3, 4, 1.0), (4, 1000, 64, 2, 1e12), (1, 16_384, 128, 4, 20e9),
                                   (8, 16_384, 128, 4, 20e9)]:
         expected = 2 * g * S * d * b / bandwidth
-        got = _call(fn, (g, S, d, b, bandwidth), "roofline_seconds")
+        got = _call(fn, (g, S, d, b, bandwidth), "memory_bound_seconds")
         if not isinstance(got, (int, float)) or abs(got - expected) > 1e-9 * expected:
             raise CheckFailed(f"n_kv_heads={g}, S={S:,}, d_head={d}, bytes_per_element={b}, bandwidth={bandwidth:g} "
                               f"B/s: expected {expected:.6g} s, got {got!r}")
-    print("✓ roofline_seconds is right for 4 cases.")
+    print("✓ memory_bound_seconds is right for 4 cases.")
 
 
 def _pareto(points):
@@ -57,9 +59,9 @@ def _pareto(points):
 
 
 @_exercise("pareto_front",
-           task="given a list of (bytes, loss) points, return the list of the points that no other point beats on "
-                "both, sorted by bytes: a point is left out when a different point has bytes and loss both no larger "
-                "than its own.",
+           task="given a list of (bytes, loss) points, return the list of the points that no other point beats, "
+                "sorted by bytes: a point is beaten when another point is no worse in both (bytes and loss no "
+                "larger) and strictly better in at least one.",
            hint="For each point p, look for a point q != p with q[0] <= p[0] and q[1] <= p[1]; keep p if there is "
                 "none (any() over the points), then sort what is kept. A faster way: sort by (bytes, loss) and walk "
                 "the list, keeping a point only when its loss is below every loss kept so far.")

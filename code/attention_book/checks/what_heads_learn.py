@@ -44,12 +44,13 @@ def check_previous_token_score(fn):
 @_exercise("my_induction_score",
            task="given weights (B, h, L, L) and tokens (B, L), return a tensor (h,): for each head, the mean over "
                 "the batch's queries whose token occurred earlier in the sequence (the others do not count) of the "
-                "total weight the query puts on the positions right after its earlier occurrences.",
+                "total weight the query puts on the positions right after its earlier occurrences; one mean over "
+                "all those queries of the batch together, not a mean per sequence.",
            hint="Build a boolean target (B, L, L), True at [b, i, j + 1] when tokens[b, j] == tokens[b, i] and "
                 "j < i: compare tokens[:, :, None] with tokens[:, None, :], keep j < i with a strictly lower-"
                 "triangular mask, and shift it one key to the right. The queries that count are those whose target "
-                "row has any True. Sum weights * target over the keys, then average over the counted queries and "
-                "the batch.")
+                "row has any True. Sum weights * target over the keys, then add up over the counted queries of the "
+                "whole batch and divide by how many there are.")
 def check_induction_score(fn):
     """fn(weights (B, h, L, L), tokens (B, L)) -> (h,): mean weight on the position after the earlier occurrence.
 
@@ -60,9 +61,14 @@ def check_induction_score(fn):
     for B, h, L, s in [(2, 2, 12, 1.0), (3, 4, 16, 3.0)]:  # the smallest first
         tokens, _ = repeated_sequence(gen, batch_size=B, seq_len=L, vocab_size=16, min_pattern_len=3)
         weights = _causal_weights(gen, B, h, L, s)
+        per_sequence = [("a mean per sequence, then a mean over the sequences: the score is one mean over all the "
+                         "counted queries of the batch together (sequences count different numbers of queries)",
+                         lambda: torch.stack([induction_score(weights[b:b + 1], tokens[b:b + 1])
+                                              for b in range(B)]).mean(dim=0))]
         _compare("your induction score", f"weights {(B, h, L, L)} and repeated tokens {(B, L)}",
                  induction_score(weights, tokens), _call(fn, (weights, tokens), "my_induction_score"),
-                 hint="only queries whose token appeared before count; the target key is one after that appearance")
+                 hint="only queries whose token appeared before count; the target key is one after that appearance",
+                 mistakes=per_sequence)
     print("✓ your induction score matches the package's on 2 batches of repeated sequences.")
 
 
@@ -89,7 +95,13 @@ def check_ablation(fn):
     expected = ablation_losses(model, tokens, targets)
     for layer in range(2):
         for head in range(2):
-            got = _call(fn, (model, tokens, targets, layer, head), "my_ablation")
+            try:
+                got = _call(fn, (model, tokens, targets, layer, head), "my_ablation")
+            except ValueError as error:
+                if "head_mask must have shape" not in str(error):
+                    raise
+                raise CheckFailed(f"{error}\nThe check's model has 2 layers of 2 heads, not the chapter's 2 x 4: "
+                                  "build head_mask from model.config.n_layers and model.config.n_heads") from None
             got = got.item() if isinstance(got, torch.Tensor) else got
             if not isinstance(got, float) or abs(got - expected[layer, head].item()) > 1e-4:
                 raise CheckFailed(f"your ablation of layer {layer}, head {head} on a 2-layer, 2-head model: expected "

@@ -41,7 +41,7 @@ class PreviousTwoModel(nn.Module):
 
     def forward(self, x, need_weights=False):
         """x (B, L) -> logits (B, L - 2, 2, vocab_size), and the weights (B, n_heads, L, L) if asked."""
-        hidden = self.tok(x) + self.pos.weight  # (B, L, d_model)
+        hidden = self.tok(x) + self.pos.weight  # (B, L, d_model) + (L, d_model): positions broadcast over B
         out, weights = self.attn(hidden)  # (B, L, n_heads * d_head), (B, n_heads, L, L)
         logits = self.readout(out[:, 2:]).view(x.shape[0], self.length - 2, 2, self.vocab_size)
         return (logits, weights) if need_weights else logits

@@ -61,7 +61,7 @@ def draw_mha_flow(n_heads=4, d_model=None, max_shown=5):
     heads = _shown_heads(n_heads, max_shown)
     width = max(6.0, 1.5 * len(heads))
     with use_book_style():
-        fig, ax = plt.subplots(figsize=(width, 6.2))
+        fig, ax = plt.subplots(figsize=(width, 6.6))
         centre = width / 2
         wide = f" (B, L, {d_model})" if d_model else " (B, L, d_model)"
         _box(ax, centre, 5.6, 3.4, 0.5, "input X" + wide, "input")
@@ -77,9 +77,9 @@ def draw_mha_flow(n_heads=4, d_model=None, max_shown=5):
                  colour=head_colour(head))
             _arrow(ax, (centre, 4.325), (x, 3.7))
             _arrow(ax, (x, 3.1), (centre, 2.275))
-        ax.text(centre, 3.95, "each head i: softmax(Q_i K_iᵀ / √d_head) V_i, on its own slice of Q, K, V",
-                ha="center", va="center", fontsize=FONT_SIZE - 1, style="italic", color=INK,
-                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.5})
+        # The caption sits above the input, out of the way of the arrows to the heads.
+        ax.text(centre, 6.2, "each head i: softmax(Q_i K_iᵀ / √d_head) V_i, on its own slice of Q, K, V",
+                ha="center", va="center", fontsize=FONT_SIZE - 1, style="italic", color=INK)
         concat = _box(ax, centre, 2.0, 3.4, 0.5, "", "concat")
         _head_stripes(ax, concat, heads)
         ax.text(centre, 2.0, "concatenate heads" + wide, ha="center", va="center", fontsize=FONT_SIZE, color=INK,
@@ -88,7 +88,7 @@ def draw_mha_flow(n_heads=4, d_model=None, max_shown=5):
         _arrow(ax, (centre, 1.75), (centre, 1.25))
         _box(ax, centre, 0.1, 3.4, 0.5, "output" + wide, "output")
         _arrow(ax, (centre, 0.75), (centre, 0.35))
-        ax.set(xlim=(0, width), ylim=(-0.3, 6.0))
+        ax.set(xlim=(0, width), ylim=(-0.3, 6.4))
         ax.set_title(f"Multi-head attention, h = {n_heads}", color=INK)
         ax.axis("off")
     return fig

@@ -148,16 +148,26 @@ def draw_groups(n_heads, n_kv_heads, ax, y=0.0):
     return 2.0
 
 
+def scope(config, context, bytes_per_element):
+    """What the numbers cover: the model, all its layers, the context and the bytes per number (fp16 for 2)."""
+    name = "" if config.name == "your sizes" else f"{config.name}, "
+    dtype = {2: " (fp16)", 4: " (fp32)", 1: " (int8)"}.get(bytes_per_element, "")
+    return (f"{name}whole model: {config.n_layers} layers, h = {config.n_heads}, d_head = {config.d_head}, "
+            f"{context:,} cached tokens, {bytes_per_element} byte{'s' * (bytes_per_element > 1)} per number{dtype}")
+
+
 def _fallback(config, n_kv_heads, context, bytes_per_element):
     shown = list(dict.fromkeys([config.n_heads, n_kv_heads, 1]))
     h = config.n_heads
-    fig, ax = new_canvas(max(h, 24), 3.6 * len(shown), scale=min(0.3, 7.5 / max(h, 24)))
+    fig, ax = new_canvas(max(h, 24), 3.6 * len(shown) + 1.2, scale=min(0.3, 7.5 / max(h, 24)))
     with use_book_style():
+        ax.text(0, 0.2, scope(config, context, bytes_per_element), fontsize=FONT_SIZE, va="top", weight="bold")
         for k, g in enumerate(shown):
-            top = 3.6 * k + 1.2
+            top = 3.6 * k + 2.4
             n = decode_step_numbers(h, g, config.n_layers, config.d_head, context, bytes_per_element)
-            ax.text(0, top - 0.3, f"g = {g} ({variant(h, g)}), groups of {h // g}: cache and bytes read per decode "
-                    f"step {n['cache_bytes'] / 2**20:,.0f} MiB at {context:,} tokens", fontsize=FONT_SIZE, va="bottom")
+            ax.text(0, top - 0.3, f"g = {g} ({variant(h, g)}), groups of {h // g}: KV cache of all "
+                    f"{config.n_layers} layers {n['cache_bytes'] / 2**20:,.0f} MiB, all read at each decode step",
+                    fontsize=FONT_SIZE, va="bottom")
             draw_groups(h, g, ax, y=top)
     return fig
 
@@ -182,7 +192,6 @@ def head_sharing_explorer(n_heads=32, n_kv_heads=8, n_layers=32, d_head=128, con
             "q_colours": [head_colour(i) for i in range(h)],
             "q_ink": [text_colour_on(head_colour(i)) for i in range(h)],
             "kv_colours": kv, "kv_ink": {k: [text_colour_on(c) for c in cs] for k, cs in kv.items()}}
-    name = "" if config.name == "your sizes" else f"{config.name}: "
     body = (f'<p><label for="{{uid}}-g">K/V heads g, among the divisors of h = {h}</label> '
             f'<input type="range" id="{{uid}}-g" class="ab-control" min="0" max="{len(gs) - 1}" step="1" '
             f'value="{gs.index(g)}"><output id="{{uid}}-gout" for="{{uid}}-g"></output></p>'
@@ -191,15 +200,13 @@ def head_sharing_explorer(n_heads=32, n_kv_heads=8, n_layers=32, d_head=128, con
             f"<dt>KV cache</dt><dd id=\"{{uid}}-cache\"></dd>"
             f"<dt>attention reads per decode step</dt><dd id=\"{{uid}}-read\"></dd>"
             f"<dt>attention arithmetic per step</dt><dd id=\"{{uid}}-flops\"></dd></dl>"
-            f'<p style="font-size:12px;margin:0.3em 0">{name}{config.n_layers} layers, h = {h}, d_head = '
-            f"{config.d_head}, one sequence of {context:,} cached tokens, {bytes_per_element} byte"
-            f"{'s' * (bytes_per_element > 1)} per number. Query head i (a circle, in its colour) reads the K/V head "
-            f"below its group, i // (h / g).</p>")
+            f'<p style="font-size:12px;margin:0.3em 0">{scope(config, context, bytes_per_element)}, one '
+            f"sequence. Query head i (a circle, in its colour) reads the K/V head below its group, i // (h / g).</p>")
     n = decode_step_numbers(h, g, config.n_layers, config.d_head, context, bytes_per_element)
     description = (f"Head-sharing explorer for h = {h} query heads: a slider over g, the number of K/V heads, among "
                    f"the divisors of h ({', '.join(map(str, gs))}). It shows the query heads grouped above the K/V "
                    f"head each group shares, and the KV cache and bytes read per decode step; at g = {g} that is "
-                   f"{n['cache_bytes']:,} bytes for {config.n_layers} layers, d_head = {config.d_head}, "
-                   f"{context:,} tokens, against {n['mha_bytes']:,} for MHA.")
+                   f"{n['cache_bytes']:,} bytes for the whole model, all {config.n_layers} layers, "
+                   f"d_head = {config.d_head}, {context:,} tokens, against {n['mha_bytes']:,} for MHA.")
     fallback = _fallback(config, g, context, bytes_per_element)
     return View("head-sharing-explorer", data, body, _SCRIPT, _STYLE % {"ink": INK}, fallback, description)

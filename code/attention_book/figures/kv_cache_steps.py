@@ -1,8 +1,9 @@
 """The KV cache over decode steps (chapter 6): what each step computes new, and what it only reads.
 
-At decode step t (counting cached tokens from 1), the new token's query meets t cached keys and values: the
-t - 1 rows cached by earlier steps, only read, and the one row of K and one of V that this step computes and
-appends. ``cache_step_rows`` counts them; ``draw_kv_cache_steps`` draws one panel per step.
+At decode step t (steps count from 1, positions from 0: after a prompt of P tokens, step t appends the token at
+position P + t - 1), the new token's query meets P + t cached keys and values: the P + t - 1 rows cached before it,
+only read, and the one row of K and one of V that this step computes and appends. ``cache_step_rows`` counts them;
+``draw_kv_cache_steps`` draws one panel per step.
 """
 from matplotlib.patches import Rectangle
 
@@ -27,9 +28,9 @@ def cache_step_rows(step, prompt_len=0):
 def draw_kv_cache_steps(n_steps=4, d_head=4, prompt_len=0, max_cells=8, per_row=4):
     """One panel per decode step t = 1 .. n_steps: the query row, the K cache and the V cache of one head.
 
-    In each panel the row this step computes and appends is drawn in full colour and marked "new"; the rows
-    cached by earlier steps are tinted and only read. The query row meets every cached row of K (the scores,
-    one per row) and the weights then sum every row of V.
+    In each panel the row this step computes and appends is drawn in full colour and marked "new", and the caption
+    gives the new token's position (from 0); the rows cached by earlier steps are tinted and only read. The query
+    row meets every cached row of K (the scores, one per row) and the weights then sum every row of V.
 
     Args:
         n_steps: number of panels, one per step, at most ``per_row`` panels to a row (fewer if they are wide).
@@ -43,8 +44,8 @@ def draw_kv_cache_steps(n_steps=4, d_head=4, prompt_len=0, max_cells=8, per_row=
     cache_step_rows(1, prompt_len)  # checks prompt_len
     w, _ = drawn_size(1, d_head, max_cells=max_cells)
     _, tallest = drawn_size(prompt_len + n_steps, d_head, max_cells=max_cells)
-    panel_w = 2 * w + max(4.5, 8.5 - w)
-    panel_h = tallest + 8.5
+    panel_w = 2 * w + max(5.5, 9.5 - w)  # room for the "← new" label beside V
+    panel_h = tallest + 9.5
     columns = min(n_steps, per_row, max(1, int(54 // panel_w)))  # at most about 12 inches wide
     panel_rows = -(-n_steps // columns)
     width, height = columns * panel_w, panel_rows * panel_h + 2.0
@@ -70,10 +71,11 @@ def draw_kv_cache_steps(n_steps=4, d_head=4, prompt_len=0, max_cells=8, per_row=
                 # the new row, in full colour (one cell tall even where the cached rows are scaled down)
                 ax.add_patch(Rectangle((x, y + h - 1), w, 1, facecolor=ROLE_COLOURS[role], edgecolor=INK, lw=0.5,
                                        gid=f"new-{role}"))
-            ax.text(x_v + w + 0.3, y + h - 0.5, "← new", ha="left", va="center", fontsize=FONT_SIZE - 1,
+            ax.text(x_v + w + 0.3, y + h - 0.5, "← new row", ha="left", va="center", fontsize=FONT_SIZE - 1,
                     color=INK, weight="bold")
-            ax.text(x_k, y0 + 4.6 + tallest + 1.8, f"computes 1 row of K, 1 of V\nreads {S} of each "
-                    f"({rows['cached_before']} cached)", ha="left", va="top", fontsize=FONT_SIZE - 1, color=INK)
+            ax.text(x_k, y0 + 4.6 + tallest + 1.8, f"new token at position {S - 1}\ncomputes 1 row of K, 1 of V\n"
+                    f"reads {S} of each ({rows['cached_before']} cached)", ha="left", va="top", fontsize=FONT_SIZE - 1,
+                    color=INK)
         ax.text(0.5, height - 0.2, "Full colour: computed and appended at this step. Tinted: cached earlier, "
                 "only read.\nThe query row meets every row of K; its weights then sum every row of V.",
                 ha="left", va="bottom", fontsize=FONT_SIZE - 1, color=INK, style="italic")

@@ -105,7 +105,8 @@ def _mask_rgb(meaning):
     return [[palette[m] for m in row] for row in meaning.tolist()]
 
 
-def plot_attention_grid(weights, queries, keys, row_names=None, annotate=False, cell_size=1.9, heads=None):
+def plot_attention_grid(weights, queries, keys, row_names=None, annotate=False, cell_size=1.9, heads=None,
+                        axis_titles=False):
     """A grid of attention heatmaps: one row per layer, one column per head.
 
     Args:
@@ -114,6 +115,8 @@ def plot_attention_grid(weights, queries, keys, row_names=None, annotate=False, 
         row_names: a name per layer (default "layer 0", "layer 1", ...).
         heads: for each column, the index of the head it shows, which picks its hue (``head_cmap``) and its title;
             None for a column in the neutral colour of weights, titled "head". Default: 0, 1, ..., h - 1.
+        axis_titles: name the axes: "key →" under the bottom row, "query ↓" beside the left column (after the
+            layer's name when there are several layers).
     Returns the Figure; axes are titled "head j" (and "layer i" on the left). Each heatmap goes from white
     (weight 0) to its head's full hue (weight 1).
     """
@@ -146,7 +149,12 @@ def plot_attention_grid(weights, queries, keys, row_names=None, annotate=False, 
                 if annotate:
                     annotate_heatmap(image, weights[i, j], decimals=1, fontsize=6)
             if n_layers > 1:
-                axes[i, 0].set_ylabel(row_names[i])
+                axes[i, 0].set_ylabel(row_names[i] + ("\nquery ↓" if axis_titles else ""))
+            elif axis_titles:
+                axes[i, 0].set_ylabel("query ↓")
+        if axis_titles:
+            for ax in axes[-1]:
+                ax.set_xlabel("key →")
         fig.tight_layout()
     return fig
 
@@ -171,13 +179,14 @@ def annotate_heatmap(image, values, decimals=2, fontsize=8, fmt=None):
                             color=text_colour_on(image.cmap(image.norm(v))))
 
 
-def plot_head_map(scores, ax=None, title=None, vmin=0.0, vmax=1.0, cmap=ATTENTION_CMAP, decimals=2):
+def plot_head_map(scores, ax=None, title=None, vmin=0.0, vmax=1.0, cmap=ATTENTION_CMAP, decimals=2, fontsize=6):
     """One number per head as a layer x head heatmap, the value written in each cell.
 
     Args:
         scores: shape (n_layers, h), for example a head score of every head of a model.
         vmin, vmax: the colour scale's ends (None: the scores' own range).
         cmap: the colour map; by default white (vmin) to the neutral colour of weights (vmax).
+        fontsize: the size of the numbers in the cells.
     Each head's number on the axis sits in a box of its hue.
     """
     scores = torch.as_tensor(scores).detach().float().cpu()
@@ -197,9 +206,52 @@ def plot_head_map(scores, ax=None, title=None, vmin=0.0, vmax=1.0, cmap=ATTENTIO
         ax.set_ylabel("layer")
         if title:
             ax.set_title(title)
-        annotate_heatmap(image, scores, fontsize=6,  # ".86" rather than "0.86", to fit the small cells
-                         fmt=lambda v: f"{v:.{decimals}f}".lstrip("0") if 0 <= v < 1 else f"{v:.{decimals - 1}f}")
+        annotate_heatmap(image, scores, fontsize=fontsize,  # ".86" rather than "0.86", to fit the small cells
+                         fmt=lambda v: f"{v:.{decimals}f}".lstrip("0") if 0 <= v < 1 else f"{v:.{decimals}f}")
     return ax
+
+
+def plot_head_maps(maps, columns=2, cell_size=0.42, fontsize=8, value_maps=(), colorbars=False):
+    """Several layer x head maps (``plot_head_map``) in a grid, ``columns`` across; an odd last one sits centred.
+
+    Args:
+        maps: {title: scores of shape (n_layers, h)}, all the same shape, drawn in this order.
+        cell_size: the width and height of one head's cell, in inches.
+        fontsize: the size of the numbers in the cells and of the axes' labels.
+        value_maps: the titles of maps that are not weights (an entropy, say): drawn with ``VALUE_CMAP`` over
+            their own range, with a colour bar, instead of white (0) to the colour of weights (1).
+        colorbars: give the other maps a colour bar too (white = 0 to the colour of weights = 1).
+    Returns the Figure.
+    """
+    if not maps:
+        raise ValueError("maps is empty: give at least one {title: scores} entry")
+    shapes = {tuple(torch.as_tensor(s).shape) for s in maps.values()}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+        raise ValueError(f"every map must have the same shape (n_layers, h), got {sorted(shapes)}")
+    unknown = set(value_maps) - set(maps)
+    if unknown:
+        raise ValueError(f"value_maps names {sorted(unknown)}, which are not among the maps' titles")
+    n_layers, n_heads = next(iter(shapes))
+    rows = -(-len(maps) // columns)
+    width, height = cell_size * n_heads + 1.0, cell_size * n_layers + 1.1  # one map and its labels
+    with use_book_style():
+        fig = plt.figure(figsize=(width * columns, height * rows))
+        grid = fig.add_gridspec(rows, 2 * columns)  # two grid columns per map, so that a last odd map can be centred
+        for k, (title, scores) in enumerate(maps.items()):
+            row, col = divmod(k, columns)
+            in_last_row = len(maps) - row * columns
+            start = 2 * col + (columns - in_last_row if row == rows - 1 else 0)
+            ax = fig.add_subplot(grid[row, start:start + 2])
+            if title in value_maps:
+                plot_head_map(scores, ax=ax, title=title, vmin=None, vmax=None, cmap=VALUE_CMAP, fontsize=fontsize)
+                fig.colorbar(ax.images[0], ax=ax, fraction=0.03, pad=0.02)
+            else:
+                plot_head_map(scores, ax=ax, title=title, fontsize=fontsize)
+                if colorbars:
+                    fig.colorbar(ax.images[0], ax=ax, fraction=0.03, pad=0.02)
+            ax.tick_params(labelsize=fontsize)
+        fig.tight_layout()
+    return fig
 
 
 def head_label_box(text, head):
@@ -208,7 +260,7 @@ def head_label_box(text, head):
     text.set_color(text_colour_on(head_colour(head)))
 
 
-def plot_head_mosaic(weights, ax=None, title=None, gap=1, by_head=True):
+def plot_head_mosaic(weights, ax=None, title=None, gap=1, by_head=True, marked_keys=None):
     """Every head of every layer in one image: a tile of (L, S) weights per head, layers down, heads across.
 
     One image draws far faster than n_layers x h separate heatmaps (72 for a 6-layer, 12-head model), at the
@@ -219,11 +271,17 @@ def plot_head_mosaic(weights, ax=None, title=None, gap=1, by_head=True):
         gap: width in cells of the white lines between tiles.
         by_head: draw head j's tiles from white (0) to its hue (1), ``head_cmap(j)``; False: every tile in the
             neutral colour of weights, with a colour bar.
+        marked_keys: {key position: label}, for example {0: "[CLS]", S - 1: "[SEP]"}: each label is written above
+            that key's column in every tile of the top row.
     """
     weights = torch.as_tensor(weights).detach().float().cpu()
     if weights.dim() != 4:
         raise ValueError(f"weights must have shape (n_layers, h, L, S), got {tuple(weights.shape)}")
     n_layers, n_heads, L, S = weights.shape
+    marked_keys = dict(marked_keys or {})
+    outside = [k for k in marked_keys if not 0 <= k < S]
+    if outside:
+        raise ValueError(f"marked_keys has positions {outside} outside the S={S} keys")
     mosaic = torch.ones(n_layers * (L + gap) - gap, n_heads * (S + gap) - gap, 4)  # white between the tiles
     for j in range(n_heads):
         cmap = attention_cmap(j if by_head else None)
@@ -248,8 +306,12 @@ def plot_head_mosaic(weights, ax=None, title=None, gap=1, by_head=True):
         ax.tick_params(length=0, pad=5)
         for side in ax.spines.values():
             side.set_visible(False)
+        for j in range(n_heads):  # the marked keys' names above the top row, in every tile
+            for key, label in marked_keys.items():
+                ax.text(j * (S + gap) + key, -0.8, label, rotation=90, ha="center", va="bottom", fontsize=8,
+                        color=INK, gid="marked-key")
         if title:
-            ax.set_title(title)
+            ax.set_title(title, pad=36 if marked_keys else None)
         if not by_head:
             image = plt.cm.ScalarMappable(cmap=ATTENTION_CMAP, norm=plt.Normalize(0.0, 1.0))
             ax.figure.colorbar(image, ax=ax, fraction=0.02, pad=0.02, label="attention weight")

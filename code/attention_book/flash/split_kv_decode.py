@@ -20,7 +20,10 @@ def merge_partials(outs, lses):
     Args:
         outs: the partial outputs, shape (n, ...): chunk c's softmax-weighted average of its own values.
         lses: the log-sum-exp of each chunk's scores, shape (n, ...) with a last dimension of 1 that broadcasts
-            with outs; -inf for a chunk in which every key is masked.
+            with outs. A chunk's lse is -inf when a mask hides every key in it (a padded batch, a sliding window,
+            exercise 2's sets); its weight is then 0, and its outs must be finite (zeros, as the book's attention
+            gives a query that sees no key), since 0 * NaN is still NaN. ``attend_chunks`` takes no mask, so the
+            chunks of ``split_kv_decode`` always have a finite lse.
 
     Returns:
         (out, lse): out = sum over c of exp(lses[c] - lse) * outs[c], where lse = logsumexp over the chunks of lses,
@@ -36,15 +39,18 @@ def attend_chunks(q, k, v, scale):
     """Attention of each query over each chunk of keys on its own: its partial output and log-sum-exp.
 
     Args:
-        q: shape (..., 1 or n, m, d_head), m queries (broadcast over the n chunks).
-        k: shape (..., n, c, d_head) and v (..., n, c, d_v): n chunks of c keys and values.
+        q: shape (..., 1 or n_chunks, n_q, d_head): n_q queries (broadcast over the chunks when its size there is 1).
+        k: shape (..., n_chunks, chunk, d_head) and v (..., n_chunks, chunk, d_v): n_chunks chunks of ``chunk``
+            keys and values each, chunk >= 1.
         scale: factor applied to the scores.
 
     Returns:
-        (outs, lses): shape (..., n, m, d_v) and (..., n, m, 1).
+        (outs, lses): shape (..., n_chunks, n_q, d_v) and (..., n_chunks, n_q, 1). No mask is applied, so every lse
+        is finite (a chunk whose scores were all -inf would give exp(-inf + inf) = NaN weights: see
+        ``merge_partials``).
     """
-    scores = (q * scale) @ k.transpose(-2, -1)  # (..., n, m, c): the chunks are a batch dimension of one matmul
-    lses = torch.logsumexp(scores, dim=-1, keepdim=True)  # (..., n, m, 1)
+    scores = (q * scale) @ k.transpose(-2, -1)  # (..., n_chunks, n_q, chunk): the chunks are a batch dimension
+    lses = torch.logsumexp(scores, dim=-1, keepdim=True)  # (..., n_chunks, n_q, 1)
     return torch.exp(scores - lses) @ v, lses
 
 

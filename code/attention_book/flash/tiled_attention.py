@@ -1,11 +1,12 @@
 """Tiled attention (FlashAttention's idea, Dao et al. 2022), in plain PyTorch: exact attention that never holds the
 (L, S) weights.
 
-For each block of queries, the keys and values are read block by block (FlashAttention-2's loop order, Dao 2023;
-FlashAttention-1 put the loop over key/value blocks outside). Each key block gives a (block_q, block_k)
-tile of scores; the online softmax folds it into a running maximum and sum per query, and the running output, a
-weighted sum of the values seen so far, is rescaled by the same factor whenever the maximum grows. Only one tile of
-scores exists at any time.
+For each block of queries, the keys and values are read block by block (FlashAttention-2's loop order, Dao 2023:
+each key/value block is read once per query block). FlashAttention-1 put the loop over key/value blocks outside: it
+reads each key/value block once, and reads and writes each query block's running output, maximum and sum once per
+key/value block. Each key block gives a (block_q, block_k) tile of scores; the online softmax folds it into a
+running maximum and sum per query, and the running output, a weighted sum of the values seen so far, is rescaled by
+the same factor whenever the maximum grows. Only one tile of scores exists at any time.
 """
 import math
 

@@ -2,9 +2,10 @@
 
 A decode step at batch 1 multiplies one vector by every weight matrix: each number of W is read once and used
 once, so the step takes as long as reading the weights, and a matrix-vector product should run at the machine's
-read bandwidth. On CPUs, ``F.linear(x, W)`` with one row x runs a BLAS matrix-vector product on one thread, which
-reaches about a third of it. ``SplitLinear`` computes the same product as ``s`` smaller ones that ``torch.bmm`` runs
-on ``s`` threads at once. Which way to cut depends on W's shape (N outputs, K inputs):
+read bandwidth. In the book's PyTorch (2.13, x86 CPU build), ``F.linear(x, W)`` with one row x runs its BLAS
+library's matrix-vector product on one thread, which reaches about a third of it; other builds may differ.
+``SplitLinear`` computes the same product as ``s`` smaller ones that ``torch.bmm`` runs on ``s`` threads at once.
+Which way to cut depends on W's shape (N outputs, K inputs):
 
 - N >= K (W_q, W_k, W_v, W_o, gate and up, the output projection): cut the K inputs into s slices. W is stored
   transposed, (K, N), so that each slice is a block of whole rows; each slice of x times its slice of W gives a

@@ -5,6 +5,10 @@ sequences share the read), plus the cache of every sequence: B x S tokens x ``kv
 B x S the weights dominate and the step time barely moves; past the crossover, S* = weight bytes / (B x cache bytes
 per token), the cache does. Shape letters: B batch, S context (tokens in the cache).
 """
+import contextlib
+import os
+import sys
+import tempfile
 import time
 
 import torch
@@ -47,6 +51,57 @@ def decode_step_seconds(model, batch_size, context, runs=5) -> float:
         model(token, caches)
         best = min(best, time.perf_counter() - start)
     return best
+
+
+MATRIX_PRODUCTS = ("aten::bmm", "aten::mm", "aten::addmm", "aten::mv", "aten::addmv")  # where the weights are read
+
+
+@torch.inference_mode()
+def profile_decode_step(model, batch_size, context, runs=2) -> dict[str, tuple[float, float]]:
+    """Where a decode step's time goes, by operator, from ``torch.profiler``.
+
+    Runs one step to warm up, then ``runs`` steps under the profiler, after ``context`` cached tokens (zeros, as in
+    ``decode_step_seconds``). Returns {operator name: (seconds per step spent in the operator itself, not in the
+    operators it calls; calls per step)}, the most expensive first. The profiler adds a little time to each call,
+    so the shares of the many small operators come out a little larger than they are. ``MATRIX_PRODUCTS`` names
+    the operators that multiply by the weights (``torch.bmm`` in a sped-up model, the others in ``nn.Linear``).
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    require_positive(runs=runs)
+    caches = model.new_caches(batch_size, context + 1)
+    token = torch.zeros(batch_size, 1, dtype=torch.long, device=model.embedding.weight.device)
+    for cache in caches:
+        cache.length = context
+    model(token, caches)  # warm-up
+    with _without_profiler_log(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(runs):
+            for cache in caches:
+                cache.length = context
+            model(token, caches)
+    ops = {e.key: (e.self_cpu_time_total / 1e6 / runs, e.count / runs) for e in prof.key_averages()}
+    return dict(sorted(ops.items(), key=lambda item: -item[1][0]))
+
+
+@contextlib.contextmanager
+def _without_profiler_log():
+    """Drop the lines that the profiler's C++ library (libkineto) writes to the process's stderr when it starts and
+    stops ("USDT: ... profiler_start"), which a notebook would show under the cell; anything else written to stderr
+    meanwhile is passed on."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            log.seek(0)
+            lines = log.read().decode(errors="replace").splitlines(keepends=True)
+            kept = [line for line in lines if not line.startswith(("USDT:", "STAGE:"))]
+            if kept:
+                sys.stderr.write("".join(kept))
 
 
 class TokenTimes(list):

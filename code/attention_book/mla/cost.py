@@ -1,7 +1,10 @@
 """What one decode step of MLA costs: FLOPs and bytes of the naive and absorbed paths, and of an MHA cache.
 
 Counted for one new token (L = 1, B = 1) attending to S cached tokens, for the attention itself: the projections
-that both paths share (queries, the new latent, W_O) are left out. Multiply-adds count 2 FLOPs.
+that both paths share (queries, the new latent, W_O) are left out. Multiply-adds count 2 FLOPs. These are the counts
+of an ideal kernel, which moves every number it needs once and nothing else;
+``experiments.operator_traffic.count_traffic`` measures what the package's code moves, operation by operation
+(chapter 14, section 7).
 """
 from ..validation import require_positive
 

@@ -2,6 +2,7 @@
 import torch
 import torch.nn.functional as F
 
+from ..sdpa import scaled_dot_product_attention
 from .shapes import check_latent_inputs
 
 
@@ -22,7 +23,8 @@ def naive_attention(q_nope, q_rope, latent, w_uk, w_uv, scale, mask=None):
 
     Head i's key for token s is [W_UK_i c_s ; k^R_s] and its value W_UV_i c_s. Every call rebuilds them for all S
     cached tokens: 2 S d_c h (d_nope + d_v) FLOPs and h (d_nope + d_rope + d_v) numbers written per token, the full
-    MHA cache that MLA was meant to avoid storing.
+    MHA cache that MLA was meant to avoid storing. They attend with chapter 1's ``scaled_dot_product_attention``:
+    the keys are d_nope + d_rope wide and the values d_v, and PyTorch's fused CPU kernel needs one width for both.
     """
     check_latent_inputs(q_nope, q_rope, latent, w_uk, w_uv, mask)
     B, h, L, d_nope = q_nope.shape
@@ -32,4 +34,5 @@ def naive_attention(q_nope, q_rope, latent, w_uk, w_uv, scale, mask=None):
     v = F.linear(c_kv, w_uv).view(B, S, h, -1).transpose(1, 2)  # (B, h, S, d_v)
     k = torch.cat((k_nope, k_rope[:, None].expand(B, h, S, -1)), dim=-1)  # (B, h, S, d_nope + d_rope)
     q = torch.cat((q_nope, q_rope), dim=-1)  # (B, h, L, d_nope + d_rope)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    out, _ = scaled_dot_product_attention(q, k, v, mask, scale)  # chapter 1's softmax(q kᵀ scale) v
+    return out
