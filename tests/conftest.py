@@ -238,3 +238,12 @@ def browser():
 
     with chromium() as launched:
         yield launched
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    """Close every matplotlib figure a test left open (figure tests draw many); imports nothing if none was drawn."""
+    yield
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close("all")

@@ -3,7 +3,6 @@ itself in headless Chromium, opened alone in an output frame as Colab shows it."
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -16,11 +15,6 @@ from views import needs_chromium, open_view  # noqa: E402
 
 TOKENS = "[CLS] the cat sat on the mat because it was warm . [SEP]".split()
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def random_weights(*shape, seed=0, causal=False):

@@ -21,11 +21,6 @@ def sweep(batches=(1, 4, 16), contexts=(256, 2048, 8192), efficiency=0.6):
              "seconds": (WEIGHTS + b * s * PER_TOKEN) / (efficiency * BANDWIDTH)} for b in batches for s in contexts]
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
 
 def line(ax, gid):
     (found,) = [line for line in ax.lines if line.get_gid() == gid]

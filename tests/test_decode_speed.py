@@ -12,11 +12,6 @@ from attention_book.figures.decode_speed import ROOFLINE_LABEL, draw_decode_spee
 SMOL = {"transformers generate": 15.8, "the book, plain layers": 16.5, "the book, sped up": 36.0}
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
 
 def bars(ax):
     return [p for p in ax.patches if p.get_gid() == "rate"]

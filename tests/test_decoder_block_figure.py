@@ -2,18 +2,12 @@
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
 from attention_book.figures.decoder_block import draw_decoder_block  # noqa: E402
 from attention_book.figures.style import ROLE_COLOURS, head_colour, tint  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def parts(fig, gid):

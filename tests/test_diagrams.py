@@ -12,11 +12,6 @@ from attention_book.figures.plotting import (  # noqa: E402
 from attention_book.figures.style import INK, head_cmap, head_colour, kv_head_colour  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
 
 def boxes(fig, kind):
     return [p for ax in fig.axes for p in ax.patches if p.get_gid() == kind]

@@ -2,18 +2,12 @@
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from attention_book.figures.head_split import draw_head_split, head_split_shapes  # noqa: E402
 from attention_book.figures.style import head_colour, tint  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 @pytest.mark.parametrize("d_model, n_heads, d_head, L", [(12, 3, 4, 5), (512, 8, 64, 10), (8, 2, 3, 1), (6, 1, 6, 4)])

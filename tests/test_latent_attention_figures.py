@@ -2,7 +2,6 @@
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
@@ -11,11 +10,6 @@ from attention_book.figures.latent_attention import (LATENT_COLOUR, cache_rows, 
                                                      draw_absorbed_attention, draw_cache_per_token)
 from attention_book.figures.style import ROLE_COLOURS, tint  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_cache_rows_count_the_numbers_per_token_per_layer():

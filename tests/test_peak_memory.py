@@ -3,16 +3,10 @@ last point in each legend entry, lines apart without colour (markers, line style
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from attention_book.figures.peak_memory import draw_peak_memory, log_slope  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_log_slope_is_the_exponent():

@@ -4,7 +4,6 @@ ceiling, another label or a marker, and inside the axes; a label can carry the p
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
@@ -22,11 +21,6 @@ CASES = [  # (bandwidth, flop_rate, points): chapter 14's runs (MHA above and be
                     ("MQA, g = 1", 4, 23e9)]),
 ]
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def labels_and_lines(fig, points):

@@ -6,16 +6,10 @@ import math
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from attention_book.figures.rope_rotation import draw_rope_rotation, pair_turns  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def angle_texts(fig):

@@ -2,7 +2,6 @@
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -10,11 +9,6 @@ from attention_book import scaled_dot_product_attention  # noqa: E402
 from attention_book.figures.sdpa_matrices import draw_sdpa_matrices, sdpa_shapes  # noqa: E402
 from attention_book.figures.style import ROLE_COLOURS  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 @pytest.mark.parametrize("L, S, d_k, d_v", [(4, 6, 3, 2), (1, 1, 1, 1), (10, 40, 64, 64), (5, 5, 8, 3)])

@@ -4,7 +4,6 @@ tensors and formulas they stand for."""
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -15,11 +14,6 @@ from attention_book.figures.roofline import attainable_flop_rate, draw_roofline,
 from attention_book.figures.style import head_colour, kv_head_colour  # noqa: E402
 from attention_book.kv_cache import KVCache  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def texts(fig):

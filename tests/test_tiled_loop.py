@@ -3,18 +3,12 @@ reads and holds is counted by tile_step, which agrees with the loop of tiled_att
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
 from attention_book.figures.style import ROLE_COLOURS, tint  # noqa: E402
 from attention_book.figures.tiled_loop import DONE, LATER, draw_tiled_loop, tile_step  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def patches(fig, gid):

@@ -41,16 +41,27 @@ def decode_step_seconds(model, batch_size, context, runs=5) -> float:
     does not depend on their values), so no prefill of batch_size x context tokens is needed. Memory: the caches
     take batch_size x (context + 1) x ``kv_cache_bytes_per_token`` bytes.
     """
-    caches = model.new_caches(batch_size, context + 1)
-    token = torch.zeros(batch_size, 1, dtype=torch.long, device=model.embedding.weight.device)
+    step = _decode_step_after(model, batch_size, context)
     best = float("inf")
     for _ in range(runs + 1):  # the first run warms up
-        for cache in caches:
-            cache.length = context
         start = time.perf_counter()
-        model(token, caches)
+        step()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def _decode_step_after(model, batch_size, context):
+    """A function that runs one decode step (one new token per sequence) after ``context`` cached tokens, as often
+    as it is called: caches of zeros marked as filled up to ``context``, reset before every step."""
+    caches = model.new_caches(batch_size, context + 1)
+    token = torch.zeros(batch_size, 1, dtype=torch.long, device=model.embedding.weight.device)
+
+    def step():
+        for cache in caches:
+            cache.length = context
+        model(token, caches)
+
+    return step
 
 
 MATRIX_PRODUCTS = ("aten::bmm", "aten::mm", "aten::addmm", "aten::mv", "aten::addmv")  # where the weights are read
@@ -69,16 +80,11 @@ def profile_decode_step(model, batch_size, context, runs=2) -> dict[str, tuple[f
     from torch.profiler import ProfilerActivity, profile
 
     require_positive(runs=runs)
-    caches = model.new_caches(batch_size, context + 1)
-    token = torch.zeros(batch_size, 1, dtype=torch.long, device=model.embedding.weight.device)
-    for cache in caches:
-        cache.length = context
-    model(token, caches)  # warm-up
+    step = _decode_step_after(model, batch_size, context)
+    step()  # warm-up
     with _without_profiler_log(), profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(runs):
-            for cache in caches:
-                cache.length = context
-            model(token, caches)
+            step()
     ops = {e.key: (e.self_cpu_time_total / 1e6 / runs, e.count / runs) for e in prof.key_averages()}
     return dict(sorted(ops.items(), key=lambda item: -item[1][0]))
 
