@@ -62,6 +62,7 @@ NEEDS = {
     13: [2, 6, 8, 10],
     14: [6, 8, 10, 11],
     15: [6, 8, 11, 12],
+    16: [1, 3, 6, 8, 11, 12],
 }
 
 READING_WORDS_PER_MINUTE = 150  # technical prose, read to be understood
@@ -226,9 +227,11 @@ def main(argv) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report the chapters that are out of date")
     parser.add_argument("--book", type=pathlib.Path, default=ROOT / "book", help="the folder of the chapters")
+    parser.add_argument("chapters", nargs="*", type=pathlib.Path, help="only these chapters (default: all)")
     args = parser.parse_args(argv)
     stale = []
-    for path in chapters(args.book):
+    only = {p.name for p in args.chapters}
+    for path in [p for p in chapters(args.book) if not only or p.name in only]:
         nb = nbformat.read(path, as_version=4)
         new = updated(path, nb)
         if new == nb:

@@ -9,6 +9,10 @@ In a student version:
 - cells tagged ``solution-only`` are removed;
 - the outputs of the ``exercise`` and ``exercise-check`` cells are cleared, and each ``exercise-check`` cell is
   tagged ``raises-exception``: on the stub it fails, as it should, and nbval (and JupyterLab's "Run All") go on;
+- a code cell tagged ``uses-exercises`` runs what the learner writes in the exercises, outside them (chapter 16's
+  section 3 runs the learner's decoder, prints its answer, and makes claims about it): its outputs are cleared too,
+  since the solved chapter's would show what the learner has not written yet, and it is tagged ``raises-exception``,
+  since it fails as long as an exercise is a stub (nbval and "Run All" go on past it, as past a check cell);
 - a short note after the title says what to do and links the solved chapter;
 - everything else is kept, the setup cell included, so the notebook opens in Colab on its own.
 The student versions are committed (Colab opens them from the repository); tests/test_student.py fails
@@ -25,8 +29,10 @@ from exercises import has_solution, stub_solutions
 
 STUDENT = ROOT / "student"
 SOLUTION_ONLY = "solution-only"
-CLEARED = {"exercise", "exercise-check"}
+USES_EXERCISES = "uses-exercises"
+CLEARED = {"exercise", "exercise-check", USES_EXERCISES}
 RAISES = "raises-exception"
+RAISING = {"exercise-check", USES_EXERCISES}  # cells that fail on a stub
 NOTE_ID = "student-version-note"
 
 
@@ -53,7 +59,7 @@ def student_version(nb, chapter: pathlib.Path):
         if cell.cell_type == "code" and tags & CLEARED:
             cell.outputs = []
             cell.execution_count = None
-        if cell.cell_type == "code" and "exercise-check" in tags and RAISES not in tags:
+        if cell.cell_type == "code" and tags & RAISING and RAISES not in tags:
             cell.metadata["tags"] = [*cell.metadata["tags"], RAISES]
         cells.append(cell)
     title = 1 if cells and cells[0].cell_type == "markdown" else 0
@@ -73,8 +79,9 @@ def student_path(chapter: pathlib.Path) -> pathlib.Path:
 
 def main(argv) -> int:
     check = "--check" in argv
+    only = [pathlib.Path(a).name for a in argv if a.endswith(".ipynb")]  # chapters named: only theirs, no orphans
     stale = []
-    for chapter in chapters():
+    for chapter in [c for c in chapters() if not only or c.name in only]:
         path, text = student_path(chapter), render(chapter)
         if path.exists() and path.read_text() == text:
             continue
@@ -82,7 +89,7 @@ def main(argv) -> int:
         if not check:
             STUDENT.mkdir(exist_ok=True)
             path.write_text(text)
-    orphans = sorted(set(STUDENT.glob("*.ipynb")) - {student_path(c) for c in chapters()})
+    orphans = [] if only else sorted(set(STUDENT.glob("*.ipynb")) - {student_path(c) for c in chapters()})
     for path in orphans:
         if not check:
             path.unlink()

@@ -18,17 +18,12 @@ import nbformat
 import pytest
 from attention_book.checks import CheckFailed
 from conftest import chapter_paths
+from exercise_answers import import_cell, solutions
 
 from exercises import has_solution, stub_solutions
 from student import student_path
 
 EXERCISE_TAGS = {"exercise", "exercise-check"}
-
-
-def import_cell(nb):
-    """The chapter's first code cell after the setup cell: its imports."""
-    code = [c for c in nb.cells if c.cell_type == "code" and "setup" not in c.metadata.get("tags", [])]
-    return code[0]
 
 
 def run_stubs(nb, name):
@@ -94,39 +89,34 @@ def test_markdown_solutions_become_your_answer_here():
     assert stub_solutions(source, "markdown") == "Why?\n\nYOUR ANSWER HERE\n"
 
 
-def solutions(nb, name):
-    """Run the chapter's import cell and its exercise cells (the model solutions): their namespace."""
-    namespace = {"__name__": "__chapter__"}
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and (cell is import_cell(nb) or "exercise" in cell.metadata.get("tags", [])):
-            with contextlib.redirect_stdout(io.StringIO()):
-                exec(compile(cell.source, f"{name}[{index}]", "exec"), namespace)
-            plt.close("all")
-    return namespace
-
-
 # How big an input of numbers is, for the checks that pass no tensors (the others: the numbers in their tensors and
 # modules' parameters, attention_book.checks._compare._size).
 SIZE_OF_NUMBERS = {
     "check_causal_mask": lambda L, S: L * S,
-    "check_sinusoidal": lambda L, d_model: L * d_model,
     "check_weights_bytes": lambda B, h, L, S, dtype: B * h * L * S,
     "check_param_count": lambda d_model, h, g, bias: d_model,
     "check_kv_bytes_per_token": lambda n_layers, g, d_head, b: n_layers * g * d_head,
     "check_max_context": lambda memory, *model: memory,
     "check_mqa_param_count": lambda d_model, h: d_model,
     "check_tokens_per_second_bound": lambda bandwidth, n_params, *rest: n_params,
-    "check_kv_head_of": lambda i, h, g: h,
-    "check_group_members": lambda j, h, g: h,
-    "check_cache_bytes": lambda n_layers, g, d_head, n_tokens, b, window: n_layers * g * d_head * b * n_tokens,
-    "check_memory_bound_seconds": lambda g, S, d_head, b, bandwidth: g * S * d_head * b,
+    "check_folded_row_owner": lambda j, row, h, g, L: h * L,
+    "check_largest_batch": lambda memory, *model: memory,
+    "check_decode_step_roofline": lambda config, n_params, context, batch, *rest: n_params + batch * context * (
+        config.n_layers * config.n_kv_heads * config.d_head),
     "check_pareto_front": lambda points: len(points),
     "check_next_positions": lambda cache_length, n_new: cache_length + n_new,
     "check_roofline_tokens_per_s": lambda weights, per_token, context, bandwidth: weights + context * per_token,
-    "check_latent_cache_bytes": lambda n_layers, d_c, d_rope, n_tokens, b: n_layers * (d_c + d_rope) * n_tokens * b,
+    "check_latent_tokens_in": lambda budget_bytes, n_layers, d_c, d_rope, b: budget_bytes,
     "check_largest_block_k": lambda budget_bytes, block_q, d_head, b: budget_bytes,
-    "check_ring_slot": lambda position, window, n_sinks: window,
+    # a ring is one input, fed several appends: its size is its buffer's
+    "check_ring_append": lambda buffer, positions, new, length, window, n_sinks: buffer.numel(),
     "check_local_global_bytes": lambda context, n_layers, lpg, window, g, d_head, b: context * n_layers * g * d_head,
+    "check_cache_append": lambda cache, k, v: (cache["length"] + k.shape[2]) * k.shape[0] * k.shape[1] * k.shape[3],
+    # chapter 16's layer pieces: one cache fed a prefill then steps; the size is every token attended to
+    "check_attention_sublayer": lambda x, layer, cache, config: (
+        x.shape[0] * (cache["length"] + x.shape[1]) * x.shape[2]),
+    "check_decoder_block": lambda x, layer, cache, config: x.shape[0] * (cache["length"] + x.shape[1]) * x.shape[2],
+    "check_decoder_logits": lambda ids, weights, caches: ids.shape[0] * (caches[0]["length"] + ids.shape[1]),
 }
 
 

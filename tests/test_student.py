@@ -4,13 +4,15 @@ That the student versions run up to their first exercise, that every check fails
 helpful message and passes with the solution put back: tests/test_exercises.py (in-process) and
 tests/test_colab.py (in a fresh kernel, as in Colab).
 """
+import ast
+
 import nbformat
 import pytest
 from conftest import ROOT, chapter_paths
 
 from exercises import has_solution
 from setup_cell import first_code_cell
-from student import CLEARED, SOLUTION_ONLY, render, student_path
+from student import CLEARED, RAISES, SOLUTION_ONLY, USES_EXERCISES, render, student_path
 
 
 @pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
@@ -56,3 +58,56 @@ def test_chapters_follow_nbgrader_markers(path):
             f"{path.name} cell {index}: prose names a solution marker; nbgrader would cut it")
         assert markers == ["### BEGIN SOLUTION", "### END SOLUTION"] * (len(markers) // 2), (
             f"{path.name} cell {index}: unpaired or malformed solution markers {markers}")
+
+
+def names(source):
+    """(names a cell's code reads, names it binds) at its top level and below."""
+    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    read, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            bound.add(node.name)
+    return read, bound
+
+
+def cells_using_exercises(nb):
+    """The code cells, outside the exercises, that read what an exercise cell defines, directly or through a name
+    that such a cell binds."""
+    exercise_tags = {"exercise", "exercise-check"}
+    defined, using = set(), []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        read, bound = names(cell.source)
+        if "exercise" in cell.metadata.get("tags", []):
+            defined |= bound
+        elif not exercise_tags & set(cell.metadata.get("tags", [])) and read & defined:
+            using.append(cell)
+            defined |= bound
+    return using
+
+
+@pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
+def test_cells_that_run_the_exercises_show_no_solved_output(path):
+    """A cell that runs the learner's functions outside the exercises (chapter 16's section 3) is tagged
+    uses-exercises; in the student version it has no output (the solved chapter's would show what the learner has
+    not written yet) and may raise (it does, as long as an exercise is a stub)."""
+    chapter = nbformat.read(path, as_version=4)
+    using = cells_using_exercises(chapter)
+    untagged = [c.source.splitlines()[0] for c in using if USES_EXERCISES not in c.metadata.get("tags", [])]
+    assert untagged == [], f"{path.name}: cells that use the exercises' functions, not tagged {USES_EXERCISES}"
+    by_id = {c.id: c for c in nbformat.read(student_path(path), as_version=4).cells}
+    for cell in chapter.cells:
+        if USES_EXERCISES in cell.metadata.get("tags", []):
+            copy = by_id[cell.id]
+            assert copy.outputs == [] and copy.execution_count is None, f"student/{path.name}: outputs left"
+            assert RAISES in copy.metadata["tags"], f"student/{path.name}: {USES_EXERCISES} without {RAISES}"
+
+
+def test_the_capstone_tags_the_cells_that_run_the_learners_decoder():
+    chapter = nbformat.read(ROOT / "book" / "16_your_decoder.ipynb", as_version=4)
+    tagged = [c for c in chapter.cells if USES_EXERCISES in c.metadata.get("tags", [])]
+    assert any("same_tokens_as_package(greedy_generate" in c.source for c in tagged)
+    assert len(tagged) == len(cells_using_exercises(chapter)) >= 3

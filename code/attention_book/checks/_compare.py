@@ -1,5 +1,9 @@
 """What every exercise check shares: the failure type, the exercises' contracts and hints, calling the learner's
-function, comparing."""
+function (with the package's own solution of the step made to refuse), comparing."""
+import contextlib
+import importlib
+import sys
+
 import torch
 
 
@@ -58,12 +62,91 @@ def _size(*args):
                sum(p.numel() for p in a.parameters()) if isinstance(a, torch.nn.Module) else 0 for a in args)
 
 
-def _call(fn, args, exercise):
+def _resolve(dotted):
+    """(owner, attribute name, object) for a dotted name: "attention_book.sdpa.scaled_dot_product_attention",
+    "torch.Tensor.repeat_interleave", "attention_book.kv_cache.KVCache.append"."""
+    parts = dotted.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for part in parts[split:-1]:
+            owner = getattr(owner, part)
+        return owner, parts[-1], getattr(owner, parts[-1])
+    raise ValueError(f"cannot resolve {dotted!r}")
+
+
+_INHERITED = object()  # a class attribute that only a base class defined: deleted again, not set
+
+
+def _listed_copy(value, original):
+    """Whether ``value`` is a chapter's copy of the function ``original``: a package-source cell defines the function
+    in the notebook too, from the same source (same name, same bytecode), and the learner may call that copy."""
+    code, own = getattr(value, "__code__", None), getattr(original, "__code__", None)
+    return (code is not None and own is not None and getattr(value, "__name__", None) == original.__name__
+            and code.co_code == own.co_code and code.co_names == own.co_names)
+
+
+@contextlib.contextmanager
+def refusing(names, answer, why="the package's own solution of this step"):
+    """While active, calling any of ``names`` (dotted names of functions, methods or classes) raises CheckFailed,
+    saying that ``answer`` (the learner's function) called it and ``why`` it may not (a name can come as a
+    (name, why) pair: ("torch.Tensor.repeat_interleave", "which the exercise says not to call")). Every binding of
+    the same object is replaced: the attribute itself, the package's modules that imported it by name, and the learner's
+    namespace (``answer.__globals__``), so ``from attention_book.sdpa import scaled_dot_product_attention`` is caught
+    too. Compute the expected result before entering: the package's own functions refuse inside."""
+    patched = []  # (namespace or owner, name, original), restored in reverse order
+
+    def replace(owner, name, original, refusal):
+        patched.append((owner, name, original))
+        if isinstance(owner, dict):
+            owner[name] = refusal
+        else:
+            setattr(owner, name, refusal)
+
+    try:
+        for dotted in names:
+            dotted, because = dotted if isinstance(dotted, tuple) else (dotted, why)
+            owner, attribute, original = _resolve(dotted)
+
+            def refusal(*args, _name=dotted, _why=because, **kwargs):
+                raise CheckFailed(f"{getattr(answer, '__name__', 'your answer')} calls {_name}, {_why}: "
+                                  "the exercise is to write that step yourself")
+            if isinstance(owner, type):  # a method: patching the class is enough (one inherited is shadowed)
+                replace(owner, attribute, owner.__dict__.get(attribute, _INHERITED), refusal)
+                continue
+            replace(owner, attribute, original, refusal)
+            spaces = [vars(m) for n, m in list(sys.modules.items()) if n.startswith("attention_book") and m]
+            learners = getattr(answer, "__globals__", {})
+            for space in spaces + [learners]:
+                for name, value in list(space.items()):
+                    if (value is original or space is learners and _listed_copy(value, original)) \
+                            and not (space is vars(owner) and name == attribute):
+                        replace(space, name, value, refusal)
+        yield
+    finally:
+        for owner, name, original in reversed(patched):
+            if isinstance(owner, dict):
+                owner[name] = original
+            elif original is _INHERITED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+
+def _call(fn, args, exercise, refuse=()):
     """Call the learner's ``fn(*args)``: a stub becomes CheckFailed saying what the function must return (the
     contract of the exercise registered as ``exercise``) and where its hint is; any other error keeps its traceback
-    (it points into the learner's code) with a note of the input that caused it."""
+    (it points into the learner's code) with a note of the input that caused it.
+
+    ``refuse``: dotted names of the package's (or torch's) functions that the answer must not call (its own solution
+    of the step, or what the exercise says not to call); calling one fails the check (``refusing``)."""
     try:
-        return fn(*args)
+        with refusing(refuse, fn):
+            return fn(*args)
+    except CheckFailed:
+        raise
     except NotImplementedError:
         task = EXERCISES[exercise][0]
         raise CheckFailed(f"{fn.__name__} is not written yet: {task} ({_see_hint(exercise)})") from None

@@ -1,40 +1,122 @@
-"""Checks for chapter 15's exercises: the slot of a ring-buffer cache, int8 quantisation of keys per channel, and
-the cache bytes of a local/global layer pattern."""
+"""Checks for chapter 15's exercises: a ring-buffer cache's append and its mask, int8 quantisation of keys per
+channel, and the cache bytes of a local/global layer pattern."""
 import torch
 
-from ..cache_diet import cache_bytes_at, layer_windows, quantize_keys_per_channel
+from ..cache_diet import RingKVCache, cache_bytes_at, layer_windows, quantize_keys_per_channel
 from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
 
 
-@_exercise("ring_slot",
-           task="given position (the absolute position of a token, from 0), window and n_sinks, return an int: "
-                "the slot of a ring-buffer cache of n_sinks + window slots that the token is written to. The first "
-                "n_sinks tokens keep slots 0 .. n_sinks - 1 for good; the others take the remaining window slots "
-                "in turn, each overwriting the token window positions before it.",
-           hint="A sink (position < n_sinks) is written to its own position. Any other token is the "
-                "(position - n_sinks)-th token of the ring, which has window slots starting at slot n_sinks: "
-                "n_sinks + (position - n_sinks) % window.")
-def check_ring_slot(fn):
-    """fn(position, window, n_sinks) -> the slot (an int) the token at that position is written to.
+# what the answer may not call: the package's ring and the mask it would give for a whole sequence
+_RING_REFUSE = ["attention_book.cache_diet.RingKVCache", "attention_book.cache_diet.ring_caches",
+                ("attention_book.cache_diet.window_mask", "which the exercise says not to call")]
 
-    Tried on a grid of small cases (windows 1 to 5, 0 to 3 sinks, positions 0 to 19); compared with
-    ``RingKVCache.slot_of``'s formula.
+
+def _ring_positions(n_tokens, window, n_sinks, slot_of):
+    """The position held by each slot after n_tokens tokens, had each token gone to slot_of(t) (-1: empty)."""
+    held = [-1] * (n_sinks + window)
+    for t in range(n_tokens):
+        slot = slot_of(t)
+        if 0 <= slot < len(held):
+            held[slot] = t
+    return held
+
+
+def _window_rule(query, key, window, n_sinks, width=None):
+    """Which keys (positions (S,), -1: none) each query (positions (L, 1)) may attend to; ``width`` is the window
+    as a mistake may read it (p - j <= window instead of < window)."""
+    near = query - key < window if width is None else query - key <= width
+    return (key >= 0) & (key <= query) & (near | (key < n_sinks))
+
+
+@_exercise("ring_append",
+           task="given buffer (B, g, n_sinks + window, d_head), the keys a ring holds, and positions "
+                "(n_sinks + window,), the position of the token in each slot (-1 for an empty slot), both changed in "
+                "place; new (B, g, L_new, d_head), the keys of the tokens at positions length .. length + L_new - 1, "
+                "where length is how many tokens were appended before them; window and n_sinks: write each new "
+                "token to its slot (the first n_sinks tokens keep slots 0 .. n_sinks - 1 for good, the others take "
+                "the window slots after them in turn, each overwriting the token window positions before it) and "
+                "return (keys, mask): keys (B, g, S, d_head), the slots filled before this call, in slot order and "
+                "as they were before it, followed by the new keys (S = slots filled before + L_new); mask (L_new, S) "
+                "bool, True where the new token at position p may attend to the key at position j: j <= p, and "
+                "p - j < window or j < n_sinks. Do not call window_mask, RingKVCache or ring_caches.",
+           hint="Slots 0 .. used - 1 are filled, with used = min(length, n_sinks + window). Take keys = "
+                "torch.cat((buffer[:, :, :used], new), dim=2) and their positions torch.cat((positions[:used], "
+                "torch.arange(length, length + L_new))) before writing anything: a long chunk overwrites slots its "
+                "first tokens still read. The mask compares the queries' positions, a column (L_new, 1), with the "
+                "keys' positions, a row: (j <= p) & ((p - j < window) | (j < n_sinks)). Then, for each new token t, "
+                "slot = t if t < n_sinks else n_sinks + (t - n_sinks) % window; write buffer[:, :, slot] and "
+                "positions[slot] = t, in order, so that later tokens overwrite earlier ones.")
+def check_ring_append(fn):
+    """fn(buffer (B, g, n_sinks + window, d_head), positions (n_sinks + window,), new (B, g, L_new, d_head), length,
+    window, n_sinks) -> (keys (B, g, S, d_head), mask (L_new, S)), buffer and positions updated in place.
+
+    Tried on 4 rings (a window of 3 without sinks up to a window of 8 with 2 sinks, as drawn in the chapter), each
+    fed a sequence of chunks (single tokens and chunks longer than the window, wrapping around several times);
+    compared with RingKVCache: its buffer and slot positions after each append, the keys its append returns for a
+    chunk (the old slots then the chunk) and its causal_mask, with the package's ring and window_mask made to
+    refuse.
     """
-    cases = [(p, w, s) for w in (1, 2, 5) for s in (0, 1, 3) for p in range(20)]
-    for position, window, n_sinks in cases:
-        expected = position if position < n_sinks else n_sinks + (position - n_sinks) % window
-        got = _call(fn, (position, window, n_sinks), "ring_slot")
-        if got == expected and isinstance(got, int):
-            continue
-        likely = {position % window: "the sinks were forgotten: the ring starts after the n_sinks sink slots",
-                  n_sinks + position % window: "the ring's index counts from position 0: count from n_sinks",
-                  position % (window + n_sinks): "the sinks were overwritten: they keep their slots for good"}
-        note = f"\nLikely mistake: {likely[got]}" if got in likely and got != expected else ""
-        if got == expected:
-            note = "\nLikely mistake: the result must be an int"
-        raise CheckFailed(f"position={position}, window={window}, n_sinks={n_sinks}: expected slot {expected}, "
-                          f"got {got!r}{note}")
-    print(f"✓ ring_slot is right on {len(cases)} cases, with and without sinks.")
+    gen = torch.Generator().manual_seed(16)
+    rings = [(1, 1, 2, 3, 0, [2, 1, 1, 4, 1]), (1, 2, 2, 4, 1, [1, 3, 1, 1, 6, 2]),
+             (2, 1, 3, 5, 2, [7, 1, 1, 3, 1, 9]), (1, 2, 4, 8, 2, [6, 1, 6, 12, 1, 1])]
+    for B, g, d_head, window, n_sinks, chunks in rings:  # the smallest ring first
+        ring = RingKVCache(B, g, d_head, window, n_sinks)
+        buffer = torch.zeros(B, g, n_sinks + window, d_head)
+        positions = torch.full((n_sinks + window,), -1, dtype=torch.long)
+        length = 0
+        for L_new in chunks:
+            new = torch.randn(B, g, L_new, d_head, generator=gen)
+            used = ring.n_slots_used
+            old = ring.k[:, :, :used].clone()  # the slots before this call
+            key_positions = torch.cat((ring.slot_positions[:used], torch.arange(length, length + L_new)))
+            ring.append(new, new.clone())
+            expected_keys = torch.cat((old, new), dim=2)  # what RingKVCache.append returns for a chunk
+            query = torch.arange(length, length + L_new)[:, None]  # (L_new, 1)
+            expected_mask = _window_rule(query, key_positions[None, :], window, n_sinks)
+            if L_new > 1:  # the package's own mask, for the keys its append returned
+                expected_mask = ring.causal_mask(L_new)
+            got = _call(fn, (buffer, positions, new, length, window, n_sinks), "ring_append", refuse=_RING_REFUSE)
+            tried = (f"a ring of window={window}, n_sinks={n_sinks} (B={B}, g={g}, d_head={d_head}) after {length} "
+                     f"tokens, appending {L_new} (positions {length} .. {length + L_new - 1})")
+            if not (isinstance(got, (tuple, list)) and len(got) == 2):
+                raise CheckFailed(f"ring_append on {tried}: expected a pair (keys, mask), keys of shape "
+                                  f"{tuple(expected_keys.shape)} and mask of shape {tuple(expected_mask.shape)}, "
+                                  f"got {got!r}")
+            keys, mask = got
+            after = ring.k[:, :, :used]  # the old slots after the chunk was written: a mistake
+            _compare("your keys", tried, expected_keys, keys, hint=_see_hint("ring_append"),
+                     mistakes=[("the old slots were taken after the new tokens were written: a chunk overwrites "
+                                "slots that its first tokens still read", lambda: torch.cat((after, new), dim=2))])
+            stale = torch.cat((ring.slot_positions[:used], key_positions[used:]))
+            mask_mistakes = [("a window of window + 1 positions: p - j must be below window",
+                              lambda: _window_rule(query, key_positions[None, :], window, n_sinks, width=window)),
+                             ("the sinks were not kept: the first n_sinks positions stay visible to every query",
+                              lambda: _window_rule(query, key_positions[None, :], window, 0)),
+                             ("a new token may see the chunk's later tokens: the mask must be causal (j <= p)",
+                              lambda: (key_positions[None, :] >= 0) & ((query - key_positions[None, :] < window)
+                                                                       | (key_positions[None, :] < n_sinks))),
+                             ("the mask was built from the positions after the new tokens were written",
+                              lambda: _window_rule(query, stale[None, :], window, n_sinks))]
+            _compare("your mask", tried, expected_mask, mask, mistakes=mask_mistakes)
+            held = ring.slot_positions.tolist()
+            if not (isinstance(positions, torch.Tensor) and positions.tolist() == held):
+                slot_mistakes = {
+                    "the sinks were overwritten: they keep their slots for good":
+                        lambda t: t % (n_sinks + window),
+                    "the ring's index counts from position 0: count from n_sinks":
+                        lambda t: t if t < n_sinks else n_sinks + t % window,
+                    "the sinks were forgotten: the ring starts after the n_sinks sink slots":
+                        lambda t: t % window}
+                n = length + L_new
+                likely = [what for what, slot_of in slot_mistakes.items()
+                          if _ring_positions(n, window, n_sinks, slot_of) == positions.tolist() != held]
+                note = f"\nLikely mistake: {likely[0]}" if likely else ""
+                raise CheckFailed(f"your positions on {tried}: expected the slots to hold positions {held}, got "
+                                  f"{positions.tolist()}{note}")
+            _compare("your buffer after the call", tried, ring.k, buffer, hint=_see_hint("ring_append"))
+            length += L_new
+    print(f"✓ your ring_append fills the ring and masks its keys as RingKVCache does, on {len(rings)} rings fed "
+          "single tokens and chunks longer than the window.")
 
 
 @_exercise("quantize_keys",
@@ -52,7 +134,7 @@ def check_quantize_keys(fn):
     Tried on 4 random key tensors (S 2 to 16) whose channels have very different ranges, as real keys do, and one
     with a constant channel (scale 0, which must come back exactly); scale and
     zero compared with ``quantize_keys_per_channel``'s, and the round trip data * scale + zero with k (within
-    scale / 2).
+    scale / 2); the package's quantisers made to refuse.
     """
     gen = torch.Generator().manual_seed(15)
     inputs = [torch.randn(S, d, generator=gen) * torch.logspace(-1, 1, d) + torch.randn(d, generator=gen)
@@ -62,14 +144,15 @@ def check_quantize_keys(fn):
     for k in inputs:
         tried = f"k of shape {tuple(k.shape)}"
         where = f"quantize_keys on {tried}"
-        got = _call(fn, (k,), "quantize_keys")
+        expected = quantize_keys_per_channel(k)
+        got = _call(fn, (k,), "quantize_keys", refuse=["attention_book.cache_diet.quantize_keys_per_channel",
+                                                       "attention_book.cache_diet.quantize_int8"])
         if not (isinstance(got, (tuple, list)) and len(got) == 3):
             raise CheckFailed(f"{where}: expected a tuple (data, scale, zero), got {type(got).__name__}")
         data, scale, zero = got
         if not isinstance(data, torch.Tensor) or data.dtype != torch.int8 or data.shape != k.shape:
             raise CheckFailed(f"{where}: data must be an int8 tensor of shape {tuple(k.shape)}, got "
                               f"{getattr(data, 'dtype', type(data).__name__)} {tuple(getattr(data, 'shape', ()))}")
-        expected = quantize_keys_per_channel(k)
         if isinstance(scale, torch.Tensor) and tuple(scale.shape) == (k.shape[0], 1) != tuple(expected.scale.shape):
             raise CheckFailed(f"your scale on {tried}: expected shape {tuple(expected.scale.shape)}, got "
                               f"{tuple(scale.shape)}\nLikely mistake: one scale per token (per row): keys are "
@@ -96,13 +179,16 @@ def check_local_global_bytes(fn):
     """fn(context, n_layers, local_per_global, window, n_kv_heads, d_head, bytes_per_element) -> the cache's bytes.
 
     Tried on toy models, SmolLM2's sizes and a Gemma-3-like pattern, at contexts below and above the window;
-    compared with ``cache_bytes_at(context, layer_windows(...), ...)``.
+    compared with ``cache_bytes_at(context, layer_windows(...), ...)``, which the answer may not call.
     """
     cases = [(3, 2, 1, 2, 1, 1, 1), (8, 6, 5, 4, 1, 2, 2), (10, 4, 0, 3, 2, 2, 4), (512, 30, 5, 1024, 3, 64, 2),
              (8192, 30, 5, 1024, 3, 64, 2), (32_768, 34, 5, 1024, 4, 256, 2)]
     for context, n_layers, lpg, window, g, d_head, b in cases:
         expected = cache_bytes_at(context, layer_windows(n_layers, lpg, window), g, d_head, b)
-        got = _call(fn, (context, n_layers, lpg, window, g, d_head, b), "local_global_bytes")
+        got = _call(fn, (context, n_layers, lpg, window, g, d_head, b), "local_global_bytes",
+                    refuse=["attention_book.cache_diet.cache_bytes_at", "attention_book.cache_diet.layer_windows",
+                            "attention_book.cache_diet.cache_bytes_per_token_at",
+                            "attention_book.cache_diet.cached_tokens_at"])
         if got == expected and isinstance(got, int):
             continue
         per_token = 2 * g * d_head * b

@@ -1,52 +1,102 @@
-"""Checks for chapter 13's exercises: one step of the online softmax, merging two partial attention outputs by their
-log-sum-exp, and the largest key block whose tile fits in a memory budget."""
+"""Checks for chapter 13's exercises: the tiled pass of one head with a bounded peak memory, merging two partial
+attention outputs by their log-sum-exp, and the largest key block whose tile fits in a memory budget."""
 import math
 
 import torch
+import torch.nn.functional as F
 
-from ..flash import merge_partials, running_update
+from ..experiments.tensor_memory import PeakTensorBytes
+from ..flash import merge_partials
+from ..masks import causal_mask
 from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint, _size
 
 
-@_exercise("update_max_and_sum",
-           task="given the running maximum m (..., 1) and running sum sum_exp (..., 1) of a softmax read so far "
-                "(m = -inf and sum_exp = 0 before anything was read), and the next block of scores (..., n), "
-                "return (m_new, sum_new), each (..., 1): the maximum of everything read, and the sum of "
-                "exp(score - m_new) over everything read, as if the softmax's normaliser had been computed over all "
-                "of it at once.",
-           hint="m_new = torch.maximum(m, scores_block.amax(-1, keepdim=True)). The old sum was taken relative to "
-                "m, so multiply it by exp(m - m_new) before adding exp(scores_block - m_new).sum(-1, keepdim=True). "
-                "Where m_new is still -inf (nothing finite read yet), use 0 instead of m_new in both exponents, or "
-                "you get NaN.")
-def check_update_max_and_sum(fn):
-    """fn(m (..., 1), sum_exp (..., 1), scores_block (..., n)) -> (m_new, sum_new).
+# what the answer may not call: the package's own tiled passes and online softmax, and any attention that holds the
+# (L, S) weights
+_TILED_REFUSE = ["attention_book.flash.tiled_attention", "attention_book.flash.online_softmax",
+                 "attention_book.flash.running_update", "attention_book.flash.split_kv_decode",
+                 "attention_book.flash.attend_chunks", "attention_book.flash.merge_partials",
+                 ("torch.nn.functional.scaled_dot_product_attention", "which the exercise says not to call"),
+                 ("attention_book.sdpa.scaled_dot_product_attention", "which the exercise says not to call")]
+_PEAK_NUMBERS = 8  # the bound on new tensors held at once: _PEAK_NUMBERS x L x (block_k + d_v) numbers
 
-    Tried on 4 inputs (a first block, a block that raises the maximum, one that does not, rows still all -inf);
-    compared with attention_book.flash.running_update.
+
+def _tiled(q, k, v, block_k, is_causal, rescale_out=True, rescale_sum=True):
+    """One head's tiled pass, or one of its two usual mistakes (a running value not rescaled)."""
+    L, S = q.shape[0], k.shape[0]
+    m = torch.full((L, 1), -math.inf, dtype=q.dtype)
+    total, acc = torch.zeros(L, 1, dtype=q.dtype), torch.zeros(L, v.shape[1], dtype=q.dtype)
+    for j0 in range(0, S, block_k):
+        s = (q @ k[j0:j0 + block_k].T) / math.sqrt(q.shape[1])
+        if is_causal:
+            s = s.masked_fill(torch.arange(j0, j0 + s.shape[1]) > torch.arange(L)[:, None] + (S - L), -math.inf)
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        p, factor = torch.exp(s - m_new), torch.exp(m - m_new)
+        total = (total * factor if rescale_sum else total) + p.sum(-1, keepdim=True)
+        acc = (acc * factor if rescale_out else acc) + p @ v[j0:j0 + block_k]
+        m = m_new
+    return acc / total
+
+
+@_exercise("tiled_one_head",
+           task="given one head's q (L, d_head), k (S, d_head) and v (S, d_v), block_k and is_causal, return "
+                "(L, d_v): softmax(q kᵀ / √d_head) v, where with is_causal=True query i may attend to keys "
+                "0 .. i + S - L only (aligned bottom-right, L <= S), reading k and v block_k rows at a time. Besides "
+                "q, k and v, it must never hold more than 8 × L × (block_k + d_v) fp32 numbers (4 bytes each) in new "
+                "tensors at once, "
+                "the output included, however long S is: no (L, S) matrix of scores, weights or mask. Do not call "
+                "F.scaled_dot_product_attention, the book's scaled_dot_product_attention or the functions of "
+                "attention_book.flash.",
+           hint="Keep three running values per query: the maximum m (L, 1), starting at -inf; the sum l (L, 1) of "
+                "exp(score - m), starting at 0; and the output o (L, d_v) = sum of exp(score - m) v, starting at 0, "
+                "not yet divided by l. For each block of keys: s = (q / √d_head) @ k_blockᵀ, (L, n), with -inf where "
+                "the causal mask forbids (key j > i + S - L); m_new = torch.maximum(m, s.amax(1, keepdim=True)); "
+                "p = exp(s - m_new); factor = exp(m - m_new) rescales what was summed under the old maximum: "
+                "l = l * factor + p.sum(1, keepdim=True) and o = o * factor + p @ v_block; then m = m_new. Return "
+                "o / l. The first block holds key 0, which every query may see, so m is finite from then on.")
+def check_tiled_one_head(fn):
+    """fn(q (L, d_head), k (S, d_head), v (S, d_v), block_k, is_causal) -> (L, d_v), tiled over the keys.
+
+    Tried on 6 random inputs (causal or not, L < S or L = S, block_k dividing S or not), the last two with
+    L = 768 and 1,024 and S = 1,024, where the new tensors it holds at once are counted (PeakTensorBytes) against
+    8 L (block_k + d_v) numbers; compared with F.scaled_dot_product_attention (with causal_mask(L, S) when causal),
+    with the package's tiled and SDPA functions made to refuse.
     """
-    gen = torch.Generator().manual_seed(31)
-    inf = math.inf
-    inputs = [(torch.tensor([[-inf]]), torch.tensor([[0.0]]), torch.tensor([[1.0, 3.0]])),
-              (torch.tensor([[2.0]]), torch.tensor([[1.5]]), torch.tensor([[4.0, 0.5, 1.0]])),
-              (torch.tensor([[5.0], [-inf]]), torch.tensor([[2.0], [0.0]]), torch.tensor([[1.0, -inf], [-inf, -inf]])),
-              (3 * torch.randn(2, 3, 1, generator=gen), 1 + torch.rand(2, 3, 1, generator=gen),
-               3 * torch.randn(2, 3, 5, generator=gen))]
-    for m, sum_exp, block in sorted(inputs, key=lambda i: _size(*i)):  # the smallest first
-        m_new, sum_new = running_update(m, sum_exp, block)
-        got = _call(fn, (m, sum_exp, block), "update_max_and_sum")
-        tried = f"m {m.flatten().tolist()}, sum_exp {sum_exp.flatten().tolist()}, scores_block {tuple(block.shape)}"
-        if not (isinstance(got, tuple) and len(got) == 2):
-            raise CheckFailed(f"update_max_and_sum on {tried}: expected a pair (m_new, sum_new) of tensors of shape "
-                              f"{tuple(m_new.shape)}, got {got!r}")
-        _compare("your m_new", tried, m_new, got[0], hint=_see_hint("update_max_and_sum"))
-        shift = m_new.nan_to_num(neginf=0.0)
-        mistakes = [("the old sum was not rescaled: it was taken relative to the old maximum m",
-                     lambda: sum_exp + torch.exp(block - shift).sum(-1, keepdim=True)),
-                    ("the old sum was rescaled the wrong way, by exp(m_new - m) instead of exp(m - m_new)",
-                     lambda: sum_exp * torch.exp(shift - m) + torch.exp(block - shift).sum(-1, keepdim=True))]
-        _compare("your sum_new", tried, sum_new, got[1], hint=_see_hint("update_max_and_sum"), mistakes=mistakes)
-    print("✓ your update_max_and_sum keeps the running maximum and sum as the package's running_update does, "
-          "on 4 inputs.")
+    gen = torch.Generator().manual_seed(33)
+    inputs = []
+    for L, S, d_head, d_v, block_k, is_causal in [(1, 1, 2, 2, 1, False), (3, 5, 4, 4, 2, True),
+                                                   (4, 9, 8, 4, 4, False), (6, 11, 8, 8, 3, True),
+                                                   (768, 1024, 8, 8, 16, True), (1024, 1024, 8, 8, 16, False)]:
+        q, k, v = (3 * torch.randn(n, d, generator=gen) for n, d in ((L, d_head), (S, d_head), (S, d_v)))
+        inputs.append((q, k, v, block_k, is_causal))
+    for q, k, v, block_k, is_causal in sorted(inputs, key=lambda i: _size(*i[:3])):  # the smallest first
+        (L, d_head), (S, d_v) = q.shape, v.shape
+        mask = causal_mask(L, S) if is_causal else None
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        mistakes = [("the running output was not rescaled when a block raised the maximum: what it summed was "
+                     "weighted by the old maximum", lambda: _tiled(q, k, v, block_k, is_causal, rescale_out=False)),
+                    ("the running sum was not rescaled when a block raised the maximum",
+                     lambda: _tiled(q, k, v, block_k, is_causal, rescale_sum=False)),
+                    ("the scores were not scaled by 1/√d_head",
+                     lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)),
+                    ("the causal mask is aligned top-left (query i sees keys 0 .. i); here the L queries are the "
+                     "last L of the S positions, so query i sees keys 0 .. i + S - L",
+                     lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))]
+        if not is_causal:
+            mistakes.pop()
+        with torch.no_grad(), PeakTensorBytes() as counter:
+            got = _call(fn, (q, k, v, block_k, is_causal), "tiled_one_head", refuse=_TILED_REFUSE)
+        tried = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, block_k={block_k}, is_causal={is_causal}"
+        _compare("your tiled_one_head", tried, expected, got, hint=_see_hint("tiled_one_head"), atol=1e-4,
+                 mistakes=mistakes)
+        bound = _PEAK_NUMBERS * L * (block_k + d_v) * q.element_size()
+        if L >= 512 and counter.peak > bound:
+            raise CheckFailed(f"your tiled_one_head on {tried}: it held {counter.peak:,} bytes of new tensors at "
+                              f"once, more than the {bound:,} bytes the exercise allows (8 × L × (block_k + d_v) "
+                              f"fp32 numbers, the output included); one (L, S) matrix of fp32 scores is "
+                              f"{L * S * 4:,} bytes, and an (L, S) boolean mask {L * S:,}")
+    print("✓ your tiled_one_head equals SDPA on 6 inputs, causal or not, and at L = 768 and 1,024 with S = 1,024 "
+          "it never held more than 8 × L × (block_k + d_v) numbers at once.")
 
 
 @_exercise("merge_two",
@@ -63,7 +113,8 @@ def check_merge_two(fn):
     """fn(out_a, lse_a, out_b, lse_b) -> (out, lse) over both sets of keys.
 
     Tried on 4 inputs (one query with equal and with unequal log-sum-exps; two queries, one with set a fully masked
-    and one with both sets fully masked; then a batch of heads); compared with attention_book.flash.merge_partials.
+    and one with both sets fully masked; then a batch of heads); compared with attention_book.flash.merge_partials,
+    which the answer may not call.
     """
     gen = torch.Generator().manual_seed(32)
     inf = math.inf
@@ -75,7 +126,8 @@ def check_merge_two(fn):
                torch.randn(2, 4, 1, 8, generator=gen), 4 * torch.randn(2, 4, 1, 1, generator=gen))]
     for out_a, lse_a, out_b, lse_b in sorted(inputs, key=lambda i: _size(*i)):  # the smallest first
         out, lse = merge_partials(torch.stack((out_a, out_b)), torch.stack((lse_a, lse_b)))
-        got = _call(fn, (out_a, lse_a, out_b, lse_b), "merge_two")
+        got = _call(fn, (out_a, lse_a, out_b, lse_b), "merge_two",
+                    refuse=[("attention_book.flash.merge_partials", "which the exercise says not to call")])
         tried = (f"out_a {tuple(out_a.shape)}, lse_a {lse_a.flatten().tolist()[:4]}, "
                  f"lse_b {lse_b.flatten().tolist()[:4]}")
         if not (isinstance(got, tuple) and len(got) == 2):
@@ -104,23 +156,27 @@ def _largest_block_k(budget_bytes, block_q, d_head, bytes_per_number):
            task="given a memory budget in bytes, block_q, d_head and the bytes per number, return the largest "
                 "integer block_k for which one step of a tiled pass for one head fits in the budget: its tile of "
                 "scores (block_q, block_k) together with the block of keys (block_k, d_head) and the block of "
-                "values (block_k, d_head) it reads.",
+                "values (block_k, d_head) it reads; an int, 0 if not even block_k = 1 fits.",
            hint="The step holds block_q * block_k + 2 * block_k * d_head numbers, that is block_k * (block_q + "
                 "2 * d_head) numbers of bytes_per_number bytes each. Divide the budget by the bytes per unit of "
                 "block_k, rounding down: budget_bytes // ((block_q + 2 * d_head) * bytes_per_number).")
 def check_largest_block_k(fn):
     """fn(budget_bytes, block_q, d_head, bytes_per_number) -> the largest block_k that fits.
 
-    Tried on 5 budgets, from 1 KiB to 228 KiB; compared with the count of what one step holds.
+    Tried on 6 budgets, from 64 bytes (where not even one key fits) to 228 KiB; compared with the count of what one
+    step holds.
     """
-    cases = [(1024, 4, 8, 4), (4096, 16, 32, 2), (65_536, 64, 64, 2), (100_000, 64, 128, 4), (233_472, 128, 128, 2)]
+    cases = [(64, 4, 8, 4), (1024, 4, 8, 4), (4096, 16, 32, 2), (65_536, 64, 64, 2), (100_000, 64, 128, 4),
+             (233_472, 128, 128, 2)]
     for budget, block_q, d_head, b in cases:  # the smallest first
         expected = _largest_block_k(budget, block_q, d_head, b)
         got = _call(fn, (budget, block_q, d_head, b), "largest_block_k")
         if isinstance(got, int) and not isinstance(got, bool) and got == expected:
             continue
         likely = ""
-        if got == budget // (block_q * b):
+        if expected == 0 and got == 1:
+            likely = "\nLikely mistake: not even one key per block fits in this budget, yet block_k = 1 came back"
+        elif got == budget // (block_q * b):
             likely = "\nLikely mistake: only the tile of scores was counted; the key and value blocks take room too"
         elif got == budget // ((block_q + d_head) * b):
             likely = "\nLikely mistake: the keys were counted but not the values (or the other way round)"
@@ -128,4 +184,4 @@ def check_largest_block_k(fn):
             likely = "\nLikely mistake: a block size is a whole number of keys: round down to an int"
         raise CheckFailed(f"budget_bytes={budget:,}, block_q={block_q}, d_head={d_head}, bytes_per_number={b}: "
                           f"expected block_k = {expected:,}, got {got!r}{likely}")
-    print("✓ largest_block_k is right for 5 budgets, from 1 KiB to 228 KiB.")
+    print("✓ largest_block_k is right for 6 budgets, from 64 bytes to 228 KiB.")

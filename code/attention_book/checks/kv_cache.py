@@ -1,11 +1,15 @@
-"""Checks for chapter 6's exercises: cache sizes, cached decoding, and the longest context that fits."""
+"""Checks for chapter 6's exercises: cache sizes, cached decoding with buffers of one's own, and the longest context
+that fits."""
+import math
 import numbers
 
 import torch
 
 from ..attention_layer import GroupedQueryAttention
 from ..experiments.model_configs import MODELS as MODEL_TABLE
+from ..experiments.tensor_memory import PeakTensorBytes
 from ..kv_cache import kv_cache_bytes_per_token
+from ..masks import causal_mask
 from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
 
 # (name, n_layers, n_kv_heads, d_head) of five models of the package's table (MHA, GQA and MQA among them)
@@ -40,31 +44,170 @@ def check_kv_bytes_per_token(fn):
     print(f"✓ kv_bytes_per_token is right for {len(MODELS)} real models, in fp16 and fp32.")
 
 
-@_exercise("decode_with_cache",
-           task="given a GroupedQueryAttention layer and x (B, L, d_model), return (B, L, d_model): the layer's "
-                "outputs when x is fed to it one token at a time, each step reusing the keys and values of the "
-                "earlier steps from the layer's K/V cache (the same as its full causal forward).",
-           hint="Make a cache with layer.new_cache(batch_size=B, max_len=L). For each t, call "
-                "layer(x[:, t:t + 1], cache=cache, is_causal=True): it returns (output, weights) for that one token "
-                "and appends its K and V to the cache. Concatenate the L outputs along dimension 1 (under "
-                "torch.no_grad()).")
-def check_decode_with_cache(fn):
-    """fn(layer, x) -> outputs (B, L, d_model) of feeding x to the layer one token at a time through a cache.
+# What the cached decoding exercise may not call: the package's cache and the layer's own ways to run the step.
+CACHE_STEP = [
+    ("attention_book.attention_layer.GroupedQueryAttention.forward", "the layer's own forward (with or without a "
+                                                                     "cache)"),
+    ("attention_book.attention_layer.GroupedQueryAttention.queries", "the layer's own query step"),
+    ("attention_book.attention_layer.GroupedQueryAttention.keys_values", "the layer's own key and value step"),
+    ("attention_book.attention_layer.GroupedQueryAttention.new_cache", "the package's cache"),
+    ("attention_book.kv_cache.KVCache.append", "the package's cache"),
+    ("attention_book.kv_cache.KVCache", "the package's cache"),
+]
+# On the long input, new tensors of up to 8 times the buffers and the outputs (a loop that writes into its buffers
+# makes about 3 times, a cache copied at every call about 25 times)
+COPIES_ALLOWED = 8
 
-    Tried on 3 random layers (MHA, GQA, MQA) and inputs; compared with the layer's full causal forward.
+
+class _AllocatedBytes(PeakTensorBytes):
+    """PeakTensorBytes that also adds up the bytes of every new tensor made, freed or not (``total``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.freed = 0
+
+    def _freed(self, n_bytes):
+        super()._freed(n_bytes)
+        self.freed += n_bytes
+
+    @property
+    def total(self):
+        return self.now + self.freed
+
+
+def _chunked_decode(layer, x, chunk, mask_kind):
+    """Cached decoding written out, right ("bottom-right") or with a known mistake in the mask of each chunk:
+    "top-left" (PyTorch's is_causal), "none" (a chunk's tokens see each other), "whole" (every position of the
+    zero-filled buffers, written or not, is attended)."""
+    B, L, _ = x.shape
+    h, d = layer.n_heads, layer.d_head
+    k_all = layer.k_proj(x).view(B, L, h, d).transpose(1, 2)  # (B, h, L, d_head)
+    v_all = layer.v_proj(x).view(B, L, h, d).transpose(1, 2)
+    outputs = []
+    for start in range(0, L, chunk):
+        end = min(start + chunk, L)
+        n = end - start
+        q = layer.q_proj(x[:, start:end]).view(B, n, h, d).transpose(1, 2)  # (B, h, n, d_head)
+        k, v = k_all[:, :, :end], v_all[:, :, :end]
+        mask = {"bottom-right": causal_mask(n, end), "none": torch.ones(n, end, dtype=torch.bool),
+                "top-left": torch.ones(n, end, dtype=torch.bool).tril()}.get(mask_kind)
+        if mask_kind == "whole":  # the unwritten positions are zeros, and nothing hides them
+            k, v = (torch.cat([t, t.new_zeros(B, h, L - end, d)], dim=2) for t in (k, v))
+            mask = torch.cat([causal_mask(n, end), torch.ones(n, L - end, dtype=torch.bool)], dim=1)
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(d)).masked_fill(~mask, float("-inf"))  # (B, h, n, S)
+        heads = torch.softmax(scores, dim=-1) @ v  # (B, h, n, d_head)
+        outputs.append(layer.o_proj(heads.transpose(1, 2).reshape(B, n, h * d)))
+    return torch.cat(outputs, dim=1)
+
+
+def _projection_calls(layer, batch_size, record):
+    """Forward hooks that append (projection name, tokens per sequence in the call) to ``record``; returns their
+    handles."""
+    def hook(module, inputs, output, name):
+        record.append((name, inputs[0].numel() // (module.in_features * batch_size)))
+    return [getattr(layer, name).register_forward_hook(lambda m, i, o, name=name: hook(m, i, o, name))
+            for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
+
+
+@_exercise("my_cached_decode",
+           task="given an MHA layer, GroupedQueryAttention(d_model, n_heads), x (B, L, d_model) and chunk (an int "
+                "from 1 to L), process x chunk tokens per call (the last call may hold fewer), each call projecting "
+                "only its own tokens and each of its queries attending to the keys and values of every token up to "
+                "its own position, kept in two buffers of shape (B, n_heads, L, d_head), of x's dtype and device, "
+                "that you allocate once; return (out, k_buffer, v_buffer): out (B, L, "
+                "d_model), equal to the layer's full causal forward, and the two buffers after the last call, "
+                "holding the keys and values of all L tokens.",
+           hint="Allocate k_buffer and v_buffer with torch.zeros(B, h, L, d_head) before the loop. For each chunk "
+                "x[:, start:end] (n = end - start tokens): q = layer.q_proj(chunk).view(B, n, h, d_head)"
+                ".transpose(1, 2), and the same view of layer.k_proj(chunk) and layer.v_proj(chunk) written into "
+                "k_buffer[:, :, start:end] and v_buffer[:, :, start:end]. Attend with the filled part, "
+                "k_buffer[:, :, :end] and v_buffer[:, :, :end], under causal_mask(n, end): the chunk's queries "
+                "are the last n of the end positions (bottom-right). Merge the heads, (B, n, h * d_head), apply "
+                "layer.o_proj, and torch.cat the chunks' outputs along dimension 1 at the end.")
+def check_cached_decode(fn):
+    """fn(layer, x (B, L, d_model), chunk) -> (out (B, L, d_model), k_buffer, v_buffer (B, h, L, d_head)), feeding x
+    to an MHA layer chunk tokens at a time through buffers allocated once.
+
+    Tried on 4 random MHA layers and inputs, one token and several per call; out compared with the layer's full
+    causal forward and the buffers with its keys and values. The layer's forward, queries, keys_values and
+    new_cache, and the package's KVCache, refuse to run; the projections must be called one chunk at a time, in
+    order; on the longest input, 64 tokens one per call, the bytes of all the new tensors the answer makes are
+    added up (experiments.tensor_memory): a cache copied at every call makes far more than the buffers and outputs.
     """
-    # (seed, (d_model, n_heads, n_kv_heads, B, L)), the smallest layer and input first
-    for seed, (d_model, h, g, B, L) in [(2, (8, 4, 1, 3, 4)), (0, (16, 4, 4, 2, 5)), (1, (24, 6, 2, 1, 7))]:
+    # (seed, (d_model, n_heads, B, L, chunk)), the smallest layer and input first; the last, a long one-token-per-call
+    # decode, is where copying the cache as it grows costs the most bytes: its bytes are counted
+    cases = [(0, (8, 2, 1, 3, 1)), (1, (16, 4, 2, 7, 3)), (2, (24, 3, 2, 10, 4)), (3, (64, 2, 1, 64, 1))]
+    for seed, (d_model, h, B, L, chunk) in cases:
+        long = L == cases[-1][1][3]
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            layer = GroupedQueryAttention(d_model, h, g)
+            layer = GroupedQueryAttention(d_model, h)
             x = torch.randn(B, L, d_model)
-        with torch.no_grad():
+        with torch.no_grad():  # everything expected, before the answer runs
             expected, _ = layer(x, is_causal=True)
-            got = _call(fn, (layer, x), "decode_with_cache")
-        _compare("your cached decoding", f"a layer with n_heads={h}, n_kv_heads={g}, x {tuple(x.shape)}", expected,
-                 got, hint=_see_hint("decode_with_cache"))
-    print("✓ your cached decoding equals the full causal forward for MHA, GQA and MQA layers.")
+            k_expected, v_expected = layer.keys_values(x)  # (B, h, L, d_head)
+        tried = f"an MHA layer with d_model={d_model}, n_heads={h}, x {tuple(x.shape)}, chunk={chunk}"
+        calls = []
+        hooks = _projection_calls(layer, B, calls)
+        try:
+            with torch.no_grad(), _AllocatedBytes() as counter:
+                got = _call(fn, (layer, x, chunk), "my_cached_decode", refuse=CACHE_STEP)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        if not (isinstance(got, tuple) and len(got) == 3):
+            raise CheckFailed(f"{fn.__name__} on {tried}: expected a tuple (out, k_buffer, v_buffer), got "
+                              f"{type(got).__name__}")
+        out, k_buffer, v_buffer = got
+        _check_calls(fn, tried, calls, L, chunk)
+        with torch.no_grad():
+            mistakes = [(description, lambda kind=kind: _chunked_decode(layer, x, chunk, kind)) for kind, description
+                        in [("top-left", "the mask is aligned top-left (PyTorch's is_causal=True): a chunk's queries "
+                                         "are the last positions of the tokens so far, not the first"),
+                            ("none", "the tokens of a chunk also see the later tokens of the same chunk"),
+                            ("whole", "the queries also attend to the positions of the buffers not written yet")]]
+            _compare("your cached decoding's out", tried, expected, out, hint=_see_hint("my_cached_decode"),
+                     mistakes=mistakes)
+        for name, buffer, wanted in [("k_buffer", k_buffer, k_expected), ("v_buffer", v_buffer, v_expected)]:
+            _compare(f"your cached decoding's {name}", tried, wanted, buffer,
+                     hint=f"after the last call it holds the {'keys' if name[0] == 'k' else 'values'} of all L "
+                          "tokens, token t at position t of dimension 2")
+        needed = 2 * k_expected.nbytes + expected.nbytes  # the two buffers and the outputs
+        if long and counter.total > COPIES_ALLOWED * needed:
+            raise CheckFailed(f"{fn.__name__} on {tried}: it made {counter.total:,} bytes of new tensors over the "
+                              f"{L} calls, against {needed:,} for the two buffers and the outputs (up to "
+                              f"{COPIES_ALLOWED} times that passes): the keys and "
+                              f"values are copied as they accumulate (a cache grown with torch.cat, or its filled "
+                              f"part copied, at every call)")
+    print("✓ your cached decoding equals the full causal forward, one token per call and in chunks, and fills its "
+          "buffers once.")
+
+
+def _check_calls(fn, tried, calls, L, chunk):
+    """Fail unless the projections ran one chunk at a time, in order: q, k and v on a chunk, then o on it."""
+    expected = []
+    for start in range(0, L, chunk):
+        expected.append(min(chunk, L - start))
+    chunks, pending = [], {}
+    for name, n in calls:
+        if name == "o_proj":
+            if set(pending) != {"q_proj", "k_proj", "v_proj"} or len(set(pending.values())) != 1 or \
+                    pending["q_proj"] != n:
+                break
+            chunks.append(n)
+            pending = {}
+        elif name in pending:
+            break
+        else:
+            pending[name] = n
+    else:
+        if chunks == expected and not pending:
+            return
+    shown = ", ".join(f"{name}({n})" for name, n in calls[:12]) + (", ..." if len(calls) > 12 else "")
+    raise CheckFailed(f"{fn.__name__} on {tried}: the layer's projections ran on these numbers of tokens, in this "
+                      f"order: {shown or 'never'}. Fed {chunk} token{'s' * (chunk > 1)} per call, each call "
+                      f"projects its tokens with q_proj, k_proj and v_proj, then their attention output with "
+                      f"o_proj, before the next call: calls of {expected} tokens")
 
 
 @_exercise("max_context",

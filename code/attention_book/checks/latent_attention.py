@@ -1,75 +1,130 @@
-"""Checks for chapter 14's exercises: the bytes of a latent cache, absorbing W_UK into the query, and the decoupled
-RoPE key shared by all heads."""
+"""Checks for chapter 14's exercises: how many tokens a latent cache fits in a budget, the absorbed decode step (W_UK
+folded into the query, W_UV and W_O applied after attending), and the decoupled RoPE key shared by all heads."""
 import torch
 
 from ..experiments.model_configs import LATENT_MODELS
+from ..experiments.tensor_memory import PeakTensorBytes
+from ..mla import naive_attention
 from ..rope import Rope
 from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint, _size
 
 
-@_exercise("latent_cache_bytes",
-           task="given n_layers, kv_lora_rank (d_c), qk_rope_head_dim (d_h^R), n_tokens and bytes_per_element, "
-                "return an int: the bytes that the cache of a model with multi-head latent attention holds for "
-                "n_tokens tokens of one sequence, over all its layers.",
+@_exercise("latent_tokens_in",
+           task="given budget_bytes, n_layers, kv_lora_rank (d_c), qk_rope_head_dim (d_h^R) and bytes_per_element, "
+                "return an int: the largest number of tokens of one sequence whose cache, in a model with "
+                "multi-head latent attention in all n_layers layers, fits in budget_bytes (0 if not even one does).",
            hint="Each layer caches, per token, one latent c_KV of d_c numbers and one RoPE key of d_h^R numbers, "
-                "shared by all heads; nothing per head. Multiply that by the layers, the tokens and the bytes per "
-                "number.")
-def check_latent_cache_bytes(fn):
-    """fn(n_layers, kv_lora_rank, qk_rope_head_dim, n_tokens, bytes_per_element) -> bytes of the latent cache.
+                "shared by all heads: a token costs n_layers * (d_c + d_h^R) * bytes_per_element bytes. The budget "
+                "holds budget_bytes // that many whole tokens.")
+def check_latent_tokens_in(fn):
+    """fn(budget_bytes, n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element) -> whole tokens that fit.
 
-    Tried on a toy layer and on DeepSeek-V2's and V3's sizes at 1 and 32,768 tokens, fp16 and fp32; compared with
-    n_layers (d_c + d_h^R) n_tokens bytes_per_element.
+    Tried on two toy models (in one, not a single token fits) and on the sizes of DeepSeek-V2, V3 and Kimi K2 with
+    budgets from 1 KiB to Llama 3 70B's cache at 32K tokens (10 GiB), fp16 and fp32; compared with
+    budget_bytes // (n_layers (d_c + d_h^R) bytes_per_element).
     """
-    cases = [(1, 4, 2, 1, 4)] + [(m.n_layers, m.kv_lora_rank, m.qk_rope_head_dim, n, b)
-                                 for m in LATENT_MODELS for n in (1, 32_768) for b in (2, 4)]
-    for n_layers, d_c, d_r, n_tokens, b in sorted(cases, key=lambda c: c[0] * (c[1] + c[2]) * c[3] * c[4]):
-        expected = n_layers * (d_c + d_r) * n_tokens * b
-        got = _call(fn, (n_layers, d_c, d_r, n_tokens, b), "latent_cache_bytes")
-        if got == expected and isinstance(got, int):
+    budgets = (1024, 2**30, 10 * 2**30)  # 10 GiB: Llama 3 70B's cache of 32K tokens in fp16
+    cases = [(100, 1, 4, 2, 4), (500, 4, 64, 32, 2)] + [(budget, m.n_layers, m.kv_lora_rank, m.qk_rope_head_dim, b)
+                                                     for budget in budgets for m in LATENT_MODELS for b in (2, 4)]
+    for budget, n_layers, d_c, d_r, b in sorted(cases, key=lambda c: c[0]):  # the smallest budget first
+        per_token = n_layers * (d_c + d_r) * b
+        expected = budget // per_token
+        got = _call(fn, (budget, n_layers, d_c, d_r, b), "latent_tokens_in")
+        if got == expected and isinstance(got, int) and not isinstance(got, bool):
             continue
-        likely = {n_layers * d_c * n_tokens * b: "only c_KV was counted: the RoPE key k^R is cached too",
-                  2 * expected: "counted twice, as K and V: the one latent rebuilds both",
-                  n_layers * 2 * (d_c + d_r) * n_tokens * b: "counted twice, as K and V: the one latent rebuilds both"}
+        likely = {budget // (n_layers * d_c * b): "only c_KV was counted: the RoPE key k^R is cached too",
+                  budget // (2 * per_token): "counted twice, as K and V: the one latent rebuilds both",
+                  budget // ((d_c + d_r) * b): "the layers were left out: every layer caches its own row per token",
+                  -(-budget // per_token): "rounded up: only whole tokens that fit count"}
         note = f"\nLikely mistake: {likely[got]}" if got in likely and got != expected else ""
-        if got == expected:
-            note = "\nLikely mistake: the result must be an int (use integer arithmetic)"
-        raise CheckFailed(f"n_layers={n_layers}, kv_lora_rank={d_c}, qk_rope_head_dim={d_r}, n_tokens={n_tokens}, "
-                          f"bytes_per_element={b}: expected {expected:,} bytes, got {got!r}{note}")
-    print(f"✓ latent_cache_bytes is right on {len(cases)} cases, DeepSeek-V2 and V3 included.")
+        if isinstance(got, float):
+            note = "\nLikely mistake: a number of tokens is a whole number, an int"
+        raise CheckFailed(f"budget_bytes={budget:,}, n_layers={n_layers}, kv_lora_rank={d_c}, qk_rope_head_dim={d_r}, "
+                          f"bytes_per_element={b}: expected {expected:,} tokens, got {got!r}{note}")
+    print(f"✓ latent_tokens_in is right on {len(cases)} cases, DeepSeek-V2, V3 and Kimi K2 included.")
 
 
-@_exercise("absorb_query",
-           task="given q_nope (B, h, L, d_nope), each head's position-free query, and w_uk (h * d_nope, d_c), the "
-                "weight of the keys' up-projection (head i's keys are W_UK_i c with W_UK_i its rows i * d_nope to "
-                "(i + 1) * d_nope - 1), return (B, h, L, d_c): for each head, the vector whose dot product with any "
-                "latent c equals q_i . (W_UK_i c).",
-           hint="q_i . (W_UK_i c) = (W_UK_iᵀ q_i) . c, so head i's absorbed query is q_i times W_UK_i (as a row "
-                "vector times a matrix). View w_uk as (h, d_nope, d_c) and multiply: q_nope @ that view broadcasts "
-                "over B and L and gives (B, h, L, d_c).")
-def check_absorb_query(fn):
-    """fn(q_nope (B, h, L, d_nope), w_uk (h d_nope, d_c)) -> the absorbed queries (B, h, L, d_c).
+# what the answer may not call: the package's two MLA paths, and SDPA (the exercise asks for the softmax written out)
+_ABSORBED_REFUSE = ["attention_book.mla.absorbed_attention", "attention_book.mla.naive_attention",
+                    ("torch.nn.functional.scaled_dot_product_attention", "which the exercise says not to call"),
+                    ("attention_book.sdpa.scaled_dot_product_attention", "which the exercise says not to call")]
 
-    Tried on 4 random inputs (1 to 4 heads); compared with q_nope @ w_uk.view(h, d_nope, d_c).
+
+@_exercise("absorbed_decode_step",
+           task="given one new token per sequence, its position-free queries q_nope (B, h, d_nope) and its rotated "
+                "RoPE queries q_rope (B, h, d_rope), the cached rows latent (B, S, d_c + d_rope) (each token's c_KV "
+                "then its k^R, the new token's included), w_uk (h * d_nope, d_c), w_uv (h * d_v, d_c) and w_o "
+                "(d_model, h * d_v) as the layer stores them (head i owns rows i * d_nope .. (i + 1) * d_nope - 1 of "
+                "w_uk, likewise of w_uv, and columns i * d_v .. (i + 1) * d_v - 1 of w_o), and scale, which "
+                "multiplies the sum of a score's two terms, before the scores become weights, return (B, d_model): "
+                "the layer's output for the new token, as naive attention followed by W_O gives it. It must not "
+                "rebuild keys or values, nor copy the cache per head: at no time may its new tensors hold as many "
+                "numbers as one key per head per cached token, B × h × S × d_nope. Do not call naive_attention, "
+                "absorbed_attention or an SDPA function.",
+           hint="View w_uk as (h, d_nope, d_c): head i's absorbed query is q_i @ W_UK_i, (B, h, d_c), e.g. "
+                "torch.einsum('bhn,hnc->bhc', q_nope, w_uk.view(h, d_nope, d_c)). Split the rows into c_kv = "
+                "latent[..., :d_c] and k_rope = latent[..., d_c:]. The scores (B, h, S) are (absorbed @ "
+                "c_kv.transpose(1, 2) + q_rope @ k_rope.transpose(1, 2)) * scale: batched products over B, with "
+                "no copy per head. Softmax over S, then weights @ c_kv gives each head's mix of the latents "
+                "(B, h, d_c); apply W_UV_i with w_uv.view(h, d_v, d_c) (einsum 'bhc,hvc->bhv'), flatten the heads "
+                "to (B, h * d_v) and multiply by w_o.T.")
+def check_absorbed_decode_step(fn):
+    """fn(q_nope (B, h, d_nope), q_rope (B, h, d_rope), latent (B, S, d_c + d_rope), w_uk, w_uv, w_o, scale)
+    -> (B, d_model), without rebuilding any key or value.
+
+    Tried on 4 random inputs (1 to 8 heads, 1 to 256 cached tokens), the new tensors held at once counted
+    (PeakTensorBytes) on the largest against one key per head per cached token; compared with the package's naive
+    step, naive_attention followed by W_O, with the package's MLA paths and SDPA made to refuse.
     """
     gen = torch.Generator().manual_seed(14)
     inputs = []
-    for B, h, L, d_nope, d_c in [(1, 1, 1, 2, 3), (1, 2, 1, 3, 5), (2, 3, 2, 4, 6), (1, 4, 3, 2, 8)]:
-        inputs.append((torch.randn(B, h, L, d_nope, generator=gen), torch.randn(h * d_nope, d_c, generator=gen)))
-    for q_nope, w_uk in sorted(inputs, key=lambda qw: _size(*qw)):
-        h, d_nope = q_nope.shape[1], q_nope.shape[3]
-        d_c = w_uk.shape[1]
-        mistakes = [("w_uk's rows were split as d_nope blocks of h heads; head i owns rows i * d_nope onwards",
-                     lambda: q_nope @ w_uk.view(d_nope, h, d_c).transpose(0, 1))]
-        _compare("your absorb_query", f"q_nope {tuple(q_nope.shape)}, w_uk {tuple(w_uk.shape)}",
-                 q_nope @ w_uk.view(h, d_nope, d_c), _call(fn, (q_nope, w_uk), "absorb_query"),
-                 hint=_see_hint("absorb_query"), mistakes=mistakes)
-    print("✓ your absorb_query folds W_UK into every head's query, on 4 inputs.")
+    for B, h, S, d_nope, d_rope, d_v, d_c, d_model in [(1, 1, 1, 2, 2, 2, 3, 4), (1, 2, 4, 3, 2, 2, 5, 6),
+                                                       (2, 3, 7, 4, 2, 3, 6, 8), (2, 8, 256, 32, 8, 16, 32, 24)]:
+        inputs.append((torch.randn(B, h, d_nope, generator=gen), torch.randn(B, h, d_rope, generator=gen),
+                       torch.randn(B, S, d_c + d_rope, generator=gen), torch.randn(h * d_nope, d_c, generator=gen),
+                       torch.randn(h * d_v, d_c, generator=gen) / d_c ** 0.5,
+                       torch.randn(d_model, h * d_v, generator=gen) / (h * d_v) ** 0.5, 1 / (d_nope + d_rope) ** 0.5))
+    for q_nope, q_rope, latent, w_uk, w_uv, w_o, scale in sorted(inputs, key=lambda i: _size(*i[:6])):
+        (B, h, d_nope), S, d_c = q_nope.shape, latent.shape[1], w_uk.shape[1]
+
+        def step(q_nope=q_nope, latent=latent, w_uk=w_uk, scale=scale, rope=True):
+            """The naive step, or one of its usual mistakes."""
+            q_r = q_rope[:, :, None] if rope else torch.zeros_like(q_rope[:, :, None])
+            out = naive_attention(q_nope[:, :, None], q_r, latent, w_uk, w_uv, scale)  # (B, h, 1, d_v)
+            return out.transpose(1, 2).reshape(B, -1) @ w_o.T  # (B, d_model)
+
+        expected = step()
+        interleaved = w_uk.view(d_nope, h, d_c).transpose(0, 1).reshape(h * d_nope, d_c)
+        mistakes = [("the scores left out the RoPE part q^R_i · k^R_s of every head's score",
+                     lambda: step(rope=False)),
+                    ("the scores were scaled by 1/√(d_c + d_rope), the width of the absorbed key; the absorbed "
+                     "scores are the naive ones, with the scale given",
+                     lambda: step(scale=1 / (d_c + q_rope.shape[-1]) ** 0.5)),
+                    ("the scores were not scaled", lambda: step(scale=1.0)),
+                    ("w_uk's rows were split as d_nope blocks of h heads; head i owns rows i * d_nope onwards",
+                     lambda: step(w_uk=interleaved))]
+        with torch.no_grad(), PeakTensorBytes() as counter:
+            got = _call(fn, (q_nope, q_rope, latent, w_uk, w_uv, w_o, scale), "absorbed_decode_step",
+                        refuse=_ABSORBED_REFUSE)
+        tried = f"q_nope {tuple(q_nope.shape)}, latent {tuple(latent.shape)}, w_uv {tuple(w_uv.shape)}"
+        _compare("your absorbed_decode_step", tried, expected, got, hint=_see_hint("absorbed_decode_step"),
+                 atol=1e-4, mistakes=mistakes)
+        keys = B * h * S * d_nope * q_nope.element_size()
+        if S >= 64 and counter.peak >= keys:
+            raise CheckFailed(f"your absorbed_decode_step on {tried}: it held {counter.peak:,} bytes of new tensors at "
+                              f"once, as much as one key per head per cached token ({keys:,} bytes: "
+                              f"B × h × S × d_nope fp32 numbers); the cached rows themselves are {latent.nbytes:,}. "
+                              f"(torch.matmul copies an operand it broadcasts: a head dimension of size 1 on the "
+                              f"cache's side against the h heads makes h copies of the cache.)")
+    print("✓ your absorbed_decode_step equals the naive step followed by W_O on 4 inputs, and at 256 cached tokens "
+          "it never held as much as one key per head per token.")
 
 
 @_exercise("decoupled_rope_key",
            task="given x (B, S, d_model), the tokens' vectors, w_kr (d_rope, d_model), the RoPE key's projection, "
                 "and start, the position of x's first token, return (B, S, d_rope): the one RoPE key per token "
-                "that all heads share, rotated for its position in the pairs layout with base 10,000.",
+                "that all heads share, rotated for its position in the pairs layout with base 10,000. (The "
+                "package's Rope takes (B, heads, S, d): one head here.)",
            hint="Project: x @ w_kr.T is (B, S, d_rope). Rotate it as one head: Rope(d_rope, layout='pairs') takes "
                 "(B, heads, S, d_rope), so add a head dimension with [:, None], call rope(k, start) and remove it "
                 "with [:, 0].")

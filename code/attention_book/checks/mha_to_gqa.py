@@ -1,42 +1,18 @@
-"""Checks for chapter 9's exercises: which heads a group pools, mean-pooling a projection (pool_projection), and
-the converted attention."""
+"""Checks for chapter 9's exercises: mean-pooling a projection (pool_projection), converting PyTorch's
+nn.MultiheadAttention to GQA (convert_torch_mha), and pooling with a weight per head."""
 import torch
+from torch import nn
 
-from ..convert import pool_heads
-from ..grouped_sdpa import grouped_query_sdpa
-from ._compare import CheckFailed, _call, _compare, _exercise, _size
-
-
-@_exercise("group_members",
-           task="given the index kv_head of a new K/V head, n_heads and n_kv_heads, return the list of the indices "
-                "(ints, ascending) of the old heads pooled into it: the query heads that read it under the pairing "
-                "of repeat_interleave and enable_gqa=True.",
-           hint="Each new K/V head pools size = n_heads // n_kv_heads old heads that sit next to each other: head j "
-                "takes heads j * size up to (j + 1) * size - 1, that is list(range(j * size, (j + 1) * size)).")
-def check_group_members(fn):
-    """fn(kv_head, n_heads, n_kv_heads) -> the list of the old heads pooled into that new K/V head.
-
-    Tried on every new K/V head of 6 layouts (n_heads, n_kv_heads) = (8, 8), (8, 4), (8, 2), (8, 1), (12, 3),
-    (32, 8), MHA and MQA included; compared with the contiguous grouping of repeat_interleave.
-    """
-    for h, g in [(8, 8), (8, 4), (8, 2), (8, 1), (12, 3), (32, 8)]:  # the fewest heads first
-        for j in range(g):
-            expected = list(range(j * (h // g), (j + 1) * (h // g)))
-            got = _call(fn, (j, h, g), "group_members")
-            try:
-                same = list(got) == expected
-            except TypeError:  # None, a number: not a list of heads
-                same = False
-            if not same:
-                raise CheckFailed(f"kv_head={j}, n_heads={h}, n_kv_heads={g}: expected heads {expected}, got {got!r}"
-                                  "\nHint: groups are contiguous, [0, 1], [2, 3], ..., not [0, 4], [1, 5], ...")
-    print("✓ group_members follows the grouping of repeat_interleave and enable_gqa for 6 layouts.")
+from ..attention_layer import GroupedQueryAttention
+from ..convert import pool_heads, pool_kv_heads
+from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint, _size
 
 
 @_exercise("pool_projection",
            task="given a K or V projection weight (n_heads * d_head, d_model), in which old head i owns rows "
-                "i * d_head up to (i + 1) * d_head, return (n_kv_heads * d_head, d_model): for each new K/V head, "
-                "the mean of the rows of the old heads it pools (group_members), row by row.",
+                "i * d_head up to (i + 1) * d_head, return (n_kv_heads * d_head, d_model): for each new K/V head j, "
+                "the mean of the rows of the old heads it pools, the n_heads // n_kv_heads heads whose query heads "
+                "read K/V head j, row by row.",
            hint="weight.view(n_kv_heads, n_heads // n_kv_heads, d_head, d_model) puts each group's heads along the "
                 "second dimension (d_head = weight.shape[0] // n_heads); .mean(dim=1) averages them, and "
                 ".reshape(n_kv_heads * d_head, d_model) stacks the new heads' rows again.")
@@ -54,35 +30,176 @@ def check_pool_projection(fn):
         d_model = weight.shape[1]
         expected = pool_heads(weight, h, g, "mean", None, fan_in=d_model)  # what convert_to_gqa does
         _compare("your pool_projection", f"a weight {tuple(weight.shape)} with n_heads={h}, n_kv_heads={g}", expected,
-                 _call(fn, (weight, h, g), "pool_projection"),
-                 hint="average the d_head rows of the heads in a group, row by row")
+                 _call(fn, (weight, h, g), "pool_projection", refuse=["attention_book.convert.pool_heads"]),
+                 hint=_see_hint("pool_projection"))
     print("✓ your pool_projection matches the package's pooling on 4 weights, MHA and MQA included.")
 
 
-@_exercise("converted_attention",
-           task="given an MHA layer's q (B, h, L, d) and k, v (B, h, S, d), and n_kv_heads, return (B, h, L, d): "
-                "the attention output once the layer is converted to n_kv_heads K/V heads by mean pooling, each "
-                "query head attending with the pooled K/V head of its group (group_members).",
-           hint="Mean-pool k and v over each group of size = h // n_kv_heads neighbouring heads: "
-                "k.unflatten(1, (n_kv_heads, size)).mean(dim=2) is (B, n_kv_heads, S, d), and the same for v. Then "
-                "F.scaled_dot_product_attention(q, k_mean, v_mean, enable_gqa=True) lets query head i attend with "
-                "pooled head i // size (or repeat_interleave the pooled heads back to h first).")
-def check_converted_attention(fn):
-    """fn(q (B, h, L, d), k, v (B, h, S, d), n_kv_heads) -> (B, h, L, d), attention after mean-pooling K and V.
+def _pooling_mistakes(param, h, g):
+    """(description, what it gives) for the common wrong poolings of a K or V weight (h * d_head, ...) or bias."""
+    grouped = param.unflatten(0, (g, h // g, -1))  # (g, heads per group, d_head, ...)
+    return [("the old heads were grouped round-robin (head i into K/V head i % n_kv_heads); a new K/V head pools "
+             "consecutive old heads", lambda: param.unflatten(0, (h // g, g, -1)).mean(dim=0).flatten(0, 1)),
+            ("the heads of a group were added up, not averaged", lambda: grouped.sum(dim=1).flatten(0, 1)),
+            ("the first head of each group was kept (the \"first\" initialisation), not the mean of the group",
+             lambda: grouped[:, 0].flatten(0, 1))]
 
-    Tried on 4 seeded random inputs with (n_heads, n_kv_heads) = (8, 2), (4, 1), (6, 3) and (4, 4); compared with
-    attention_book.grouped_sdpa.grouped_query_sdpa on the group means of K and V.
+
+def _torch_mha(seed, d_model, n_heads, bias, dtype):
+    """A seeded random nn.MultiheadAttention, leaving the global random state as it was."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        mha = nn.MultiheadAttention(d_model, n_heads, bias=bias, batch_first=True, dtype=dtype)
+        if bias:  # nn.MultiheadAttention's biases start at 0: make them as large as the weights, so a missed one shows
+            with torch.no_grad():
+                mha.in_proj_bias.normal_()
+                mha.out_proj.bias.normal_()
+    return mha
+
+
+def _block_mistakes(mha, name, h, g):
+    """(description, what it gives) for the usual wrong readings of in_proj_weight (or in_proj_bias) for ``name``,
+    one of the new layer's q_proj.weight, k_proj.bias, ..."""
+    module, kind = name.split(".")
+    if module == "o_proj":
+        return []
+    fused = mha.in_proj_weight if kind == "weight" else mha.in_proj_bias
+    blocks = dict(zip(("q_proj", "k_proj", "v_proj"), fused.detach().chunk(3), strict=True))
+    order = ("in_proj_weight's three blocks of d_model rows are the query, key and value weights, in that order"
+             if kind == "weight" else "in_proj_bias's three blocks are the query, key and value biases, in that order")
+    if module == "q_proj":
+        return [(f"the query rows were taken from the wrong block: {order}", lambda other=other: blocks[other])
+                for other in ("k_proj", "v_proj")]
+    mine = blocks[module]
+    others = [other for other in ("q_proj", "k_proj", "v_proj") if other != module]
+    return ([(f"the {module[0].upper()} rows were pooled from the wrong block: {order}",
+              lambda other=other: blocks[other].unflatten(0, (g, h // g, -1)).mean(dim=1).flatten(0, 1))
+             for other in others] + _pooling_mistakes(mine, h, g))
+
+
+@_exercise("convert_torch_mha",
+           task="given PyTorch's nn.MultiheadAttention `mha` (embed_dim = d_model, num_heads = n_heads, "
+                "in_proj_weight (3 * d_model, d_model) stacking the query, key and value weights in that order, "
+                "in_proj_bias (3 * d_model,) or None, out_proj an nn.Linear) and n_kv_heads, which divides n_heads, "
+                "return a new GroupedQueryAttention with the same d_model and n_heads, d_head = d_model // n_heads, "
+                "n_kv_heads K/V heads, biases where mha has them and parameters of mha's dtype and device: its query "
+                "and output projections equal to mha's, and each new K/V head's key and value rows (weights and "
+                "biases) the mean of those of the n_heads // n_kv_heads old heads of its group; `mha` left "
+                "unchanged, and no tensor or storage shared between the two; without the package's converters "
+                "(from_torch_mha, pool_kv_heads, pool_heads, convert_to_gqa).",
+           hint="Build GroupedQueryAttention(mha.embed_dim, mha.num_heads, n_kv_heads, bias=...) and move it to "
+                "in_proj_weight's dtype and device with .to(...). in_proj_weight.chunk(3) gives the query, key and "
+                "value weights. Under torch.no_grad(), copy_ the query weight and out_proj's weight as they are, and "
+                "your pool_projection of exercise 1 of the key and value weights; then the biases the same way, "
+                "from in_proj_bias.chunk(3): a bias (n_heads * d_head,) pools as a weight with one column, "
+                "bias[:, None], and column 0 of the result is the pooled bias.")
+def check_convert_torch_mha(fn):
+    """fn(mha, n_kv_heads) -> a new GroupedQueryAttention with n_kv_heads mean-pooled K/V heads.
+
+    Tried on 5 seeded random nn.MultiheadAttention layers, with and without biases, one in float64, converted to
+    GQA, to MQA and to g = h; compared with attention_book.convert.pool_kv_heads, parameter by parameter and on an
+    input; from_torch_mha, pool_kv_heads, pool_heads and convert_to_gqa refuse while the answer runs.
     """
-    gen = torch.Generator().manual_seed(10)
+    refused = ["attention_book.torch_interop.from_torch_mha", "attention_book.convert.pool_kv_heads",
+               "attention_book.convert.pool_heads", "attention_book.convert.convert_to_gqa",
+               "attention_book.convert.shared_kv_layer"]
+    layers = [(_torch_mha(90 + i, d_model, h, bias, dtype), g) for i, (d_model, h, bias, g, dtype) in
+              enumerate([(6, 2, True, 1, torch.float32), (8, 4, True, 4, torch.float32),
+                         (12, 6, False, 3, torch.float32), (16, 8, True, 2, torch.float64),
+                         (24, 8, True, 1, torch.float32)])]
+    gen = torch.Generator().manual_seed(91)
+    for mha, g in sorted(layers, key=lambda mg: _size(mg[0])):  # the smallest first
+        h, d_model = mha.num_heads, mha.embed_dim
+        bias = mha.in_proj_bias is not None
+        dtype = mha.in_proj_weight.dtype
+        tried = (f"an nn.MultiheadAttention (embed_dim={d_model}, num_heads={h}, "
+                 f"{'with' if bias else 'without'} biases, {dtype}) converted to n_kv_heads={g}")
+        with torch.no_grad():
+            expected = pool_kv_heads(mha, g)
+            x = torch.randn(2, 5, d_model, generator=gen).to(dtype)  # (B, L, d_model)
+            expected_out = expected(x, is_causal=True)[0]
+        before = {name: p.clone() for name, p in mha.state_dict().items()}
+        got = _call(fn, (mha, g), "convert_torch_mha", refuse=refused)
+        if not isinstance(got, GroupedQueryAttention):
+            raise CheckFailed(f"convert_torch_mha on {tried}: expected a GroupedQueryAttention, got "
+                              f"{type(got).__name__}")
+        if any(not torch.equal(p, before[name]) for name, p in mha.state_dict().items()):
+            raise CheckFailed(f"convert_torch_mha on {tried}: mha's weights changed; it must be left as it was")
+        sizes = {"n_heads": h, "n_kv_heads": g, "d_head": d_model // h, "d_model": d_model}
+        wrong = {name: getattr(got, name, None) for name, size in sizes.items() if getattr(got, name, None) != size}
+        if wrong:
+            raise CheckFailed(f"convert_torch_mha on {tried}: expected a layer with {sizes}, got one with {wrong}")
+        old_storage = {p.untyped_storage().data_ptr() for p in mha.parameters()}
+        for name, param in expected.named_parameters():
+            module, kind = name.split(".")
+            mine = getattr(getattr(got, module, None), kind, None)
+            if not isinstance(mine, torch.Tensor):
+                raise CheckFailed(f"convert_torch_mha on {tried}: the new layer has no {name}")
+            if mine.untyped_storage().data_ptr() in old_storage:
+                raise CheckFailed(f"convert_torch_mha on {tried}: the new layer's {name} shares its storage with a "
+                                  "tensor of mha (a view or a slice of it): training one of the two layers would "
+                                  "change the other")
+            _compare(f"your layer's {name}", tried, param.detach(), mine.detach(),
+                     hint=_see_hint("convert_torch_mha"), mistakes=_block_mistakes(mha, name, h, g))
+        with torch.no_grad():
+            out = got(x, is_causal=True)[0]
+        _compare("your layer's output", f"{tried}, x {tuple(x.shape)}", expected_out, out,
+                 hint=_see_hint("convert_torch_mha"))
+    print("✓ your convert_torch_mha matches the package's mean pooling on 5 layers, with and without biases, "
+          "float64, GQA, MQA and g = h included.")
+
+
+def _weighted_pool(weight, n_heads, n_kv_heads, importance):
+    shares = importance.view(n_kv_heads, -1)  # (g, heads per group)
+    shares = shares / shares.sum(dim=1, keepdim=True)
+    grouped = weight.unflatten(0, (n_kv_heads, n_heads // n_kv_heads, -1))  # (g, heads per group, d_head, d_model)
+    return (grouped * shares[:, :, None, None]).sum(dim=1).flatten(0, 1)
+
+
+@_exercise("weighted_pool_projection",
+           task="given a K or V projection weight (n_heads * d_head, d_model), in which old head i owns rows "
+                "i * d_head up to (i + 1) * d_head, and importance (n_heads,), positive, one number per old head, "
+                "return (n_kv_heads * d_head, d_model): for each new K/V head, the weighted average of the rows of "
+                "the old heads of its group (the n_heads // n_kv_heads consecutive heads whose query heads read "
+                "it), each old head weighing in proportion to its importance, the weights of a group adding up "
+                "to 1.",
+           hint="importance.view(n_kv_heads, n_heads // n_kv_heads) puts each group's importances in a row; divide "
+                "each row by its sum, so that it adds up to 1. weight.view(n_kv_heads, n_heads // n_kv_heads, "
+                "d_head, d_model) puts the group's heads along the second dimension: multiply by the shares "
+                "(shares[:, :, None, None]), .sum(dim=1), and reshape to (n_kv_heads * d_head, d_model).")
+def check_weighted_pool_projection(fn):
+    """fn(weight (n_heads * d_head, d_model), n_heads, n_kv_heads, importance (n_heads,)) -> (g * d_head, d_model).
+
+    Tried on 5 seeded random weights and importances, MQA and g = h included, one with equal importances
+    (which must give the package's mean pooling); compared with the weighted mean of each group's rows.
+    """
+    gen = torch.Generator().manual_seed(92)
     inputs = []
-    for B, h, g, L, S, d in [(2, 8, 2, 3, 5, 4), (1, 4, 1, 2, 6, 8), (2, 6, 3, 1, 4, 2), (1, 4, 4, 3, 3, 4)]:
-        q = torch.randn(B, h, L, d, generator=gen)
-        k, v = (torch.randn(B, h, S, d, generator=gen) for _ in range(2))
-        inputs.append((q, k, v, g))
-    for q, k, v, g in sorted(inputs, key=lambda qkvg: _size(*qkvg)):  # the smallest first
-        h = q.shape[1]
-        k_mean, v_mean = (t.unflatten(1, (g, h // g)).mean(dim=2) for t in (k, v))
-        _compare("your converted attention", f"q {tuple(q.shape)}, k and v {tuple(k.shape)}, n_kv_heads={g}",
-                 grouped_query_sdpa(q, k_mean, v_mean), _call(fn, (q, k, v, g), "converted_attention"),
-                 hint="each query head keeps its own softmax: average the keys and values, not the scores or outputs")
-    print("✓ your converted attention matches SDPA on mean-pooled K/V heads for 4 layouts.")
+    for h, g, d_head, d_model in [(4, 2, 1, 3), (6, 3, 2, 4), (8, 1, 2, 5), (8, 4, 4, 16), (4, 4, 3, 6)]:
+        importance = 0.05 + torch.rand(h, generator=gen) * 2  # positive, as ablation rises mostly are
+        inputs.append((torch.randn(h * d_head, d_model, generator=gen), h, g, importance))
+    inputs[3] = inputs[3][:3] + (torch.full((8,), 0.7),)  # equal importances: the plain mean
+    for weight, h, g, importance in sorted(inputs, key=lambda i: _size(*i)):  # the smallest first
+        expected = _weighted_pool(weight, h, g, importance)
+        if importance.unique().numel() == 1:
+            expected = pool_heads(weight, h, g, "mean", None, fan_in=weight.shape[1])
+        grouped = weight.unflatten(0, (g, h // g, -1))
+        shares = importance.view(g, -1)
+        mistakes = [
+            ("the importances were normalised over all the heads, not within each group: a group's weights do not "
+             "add up to 1", lambda: (grouped * (shares / importance.sum())[:, :, None, None]).sum(1).flatten(0, 1)),
+            ("the importances were not divided by their group's total", lambda: (grouped * shares[:, :, None, None])
+             .sum(1).flatten(0, 1)),
+            ("the importances were left out: that is the plain mean", lambda: grouped.mean(dim=1).flatten(0, 1)),
+            ("the old heads were grouped round-robin (head i into K/V head i % n_kv_heads); a new K/V head pools "
+             "consecutive old heads", lambda: _weighted_pool(weight.unflatten(0, (h // g, g, -1)).transpose(0, 1)
+                                                             .flatten(0, 2), h, g,
+                                                             importance.view(h // g, g).T.flatten())),
+        ]
+        _compare("your weighted_pool_projection", f"a weight {tuple(weight.shape)} with n_heads={h}, "
+                 f"n_kv_heads={g}, importance {[round(x, 2) for x in importance.tolist()]}", expected,
+                 _call(fn, (weight, h, g, importance), "weighted_pool_projection",
+                       refuse=["attention_book.convert.pool_heads"]),
+                 hint=_see_hint("weighted_pool_projection"), mistakes=mistakes)
+    print("✓ your weighted_pool_projection is right on 5 weights, equal importances giving the package's mean "
+          "pooling.")

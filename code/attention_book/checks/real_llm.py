@@ -1,77 +1,12 @@
-"""Checks for chapter 12's exercises: RMSNorm, the SwiGLU MLP, the decode roofline of a real model, perplexity."""
+"""Checks for chapter 12's exercises: a matrix-vector product straight from Q4_1 bytes, quantising to Q4_1, the
+decode roofline of a real model, perplexity."""
 import math
 
 import torch
 import torch.nn.functional as F
 
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
-
-
-@_exercise("my_rms_norm",
-           task="return x, of shape (..., d_model), with each vector divided by its root mean square (over the last "
-                "dimension, with eps added inside the root) and then scaled by weight, shape (d_model,); same shape "
-                "and dtype as x.",
-           hint="The root mean square of each vector is torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + eps). "
-                "Divide x by it (or multiply by torch.rsqrt of the same thing) and multiply by weight. Unlike "
-                "LayerNorm, nothing is subtracted and there is no bias.")
-def check_rms_norm(fn):
-    """fn(x, weight, eps) -> x / sqrt(mean(x^2 over the last dimension) + eps) * weight, shape of x.
-
-    Tried on 3 seeded inputs, from (1, 4) to (2, 5, 576), with eps 1e-5 and 1e-1 (a large eps shows whether it
-    is inside the root); compared with PyTorch's ``F.rms_norm``.
-    """
-    for shape, eps in [((1, 4), 1e-1), ((3, 8), 1e-5), ((2, 5, 576), 1e-5)]:
-        generator = torch.Generator().manual_seed(sum(shape))
-        x = torch.randn(shape, generator=generator) * 3 + 0.5
-        weight = torch.rand(shape[-1], generator=generator) + 0.5
-        expected = F.rms_norm(x, (shape[-1],), weight, eps)
-        got = _call(fn, (x, weight, eps), "my_rms_norm")
-        _compare("my_rms_norm", f"x of shape {shape}, eps={eps:g}", expected, got, hint=_see_hint("my_rms_norm"),
-                 mistakes=[
-                     ("subtracting the mean first: that is LayerNorm, which SmolLM2 does not use",
-                      lambda: F.layer_norm(x, (shape[-1],), weight, eps=eps)),
-                     ("leaving out weight", lambda: F.rms_norm(x, (shape[-1],), None, eps)),
-                     ("adding eps outside the square root",
-                      lambda: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * weight),
-                     ("dividing by the mean square, not its square root",
-                      lambda: x / (x.pow(2).mean(-1, keepdim=True) + eps) * weight),
-                 ])
-    print("✓ my_rms_norm equals F.rms_norm on 3 inputs.")
-
-
-def _swiglu(x, w_gate, w_up, w_down):
-    return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)
-
-
-@_exercise("swiglu",
-           task="return the SwiGLU MLP of x, shape (..., d_model): the gate projection w_gate (d_ff, d_model), passed "
-                "through SiLU, gates the up projection w_up (d_ff, d_model) element by element, and w_down "
-                "(d_model, d_ff) projects the result back; shape (..., d_model). Weights are stored as nn.Linear "
-                "stores them, (out, in).",
-           hint="F.linear(x, w) computes x @ w.T, so F.linear(x, w_gate) has shape (..., d_ff). Apply F.silu to it, "
-                "multiply by F.linear(x, w_up), and pass the product through F.linear(..., w_down).")
-def check_swiglu(fn):
-    """fn(x, w_gate, w_up, w_down) -> w_down(silu(w_gate x) * (w_up x)), shape (..., d_model).
-
-    Tried on 3 seeded inputs (d_model, d_ff) = (2, 3), (8, 12), (64, 96), with 1 to 3 leading dimensions;
-    compared with the same formula written with ``F.linear`` and ``F.silu``.
-    """
-    for shape, d_ff in [((2,), 3), ((4, 8), 12), ((2, 3, 64), 96)]:
-        d_model = shape[-1]
-        generator = torch.Generator().manual_seed(d_ff)
-        x = torch.randn(shape, generator=generator)
-        w_gate, w_up = (torch.randn(d_ff, d_model, generator=generator) / math.sqrt(d_model) for _ in range(2))
-        w_down = torch.randn(d_model, d_ff, generator=generator) / math.sqrt(d_ff)
-        expected = _swiglu(x, w_gate, w_up, w_down)
-        got = _call(fn, (x, w_gate, w_up, w_down), "swiglu")
-        _compare("swiglu", f"x of shape {shape}, d_ff={d_ff}", expected, got, hint=_see_hint("swiglu"), mistakes=[
-            ("SiLU applied to the up projection instead of the gate", lambda: _swiglu(x, w_up, w_gate, w_down)),
-            ("no SiLU: the gate must go through F.silu",
-             lambda: F.linear(F.linear(x, w_gate) * F.linear(x, w_up), w_down)),
-            ("SiLU after multiplying, not on the gate alone",
-             lambda: F.linear(F.silu(F.linear(x, w_gate) * F.linear(x, w_up)), w_down)),
-        ])
-    print("✓ swiglu is right on 3 inputs.")
+from ..experiments.tensor_memory import PeakTensorBytes
+from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _see_hint
 
 
 @_exercise("roofline_tokens_per_s",
@@ -135,3 +70,195 @@ def check_perplexity(fn):
             raise CheckFailed(f"my_perplexity on logits of shape ({L}, {vocab}): expected {expected:.6g}, got {got!r}"
                               + (f"\nLikely mistake: {likely}" if likely else f"\n{_see_hint('my_perplexity')}"))
     print("✓ my_perplexity is right on 3 cases.")
+
+
+# Q4_1, as GGUF stores it: blocks of 32 numbers in 20 bytes, a scale d (fp16), a minimum m (fp16), then 16 bytes
+# whose low nibbles are numbers 0-15 and high nibbles numbers 16-31; the numbers are d q + m.
+Q4_1_ITSELF = ["attention_book.llama.dequantize.dequantize", "attention_book.llama.dequantize._numbers"]
+
+
+def _gguf_quants(*names):
+    """gguf's own Q4_1 functions, refused too where the gguf package is installed."""
+    try:
+        import gguf.quants  # noqa: F401
+    except ImportError:
+        return []
+    return [f"gguf.quants.{name}" for name in names]
+
+
+def _q4_1_bytes(rows, gen):
+    """Random Q4_1 rows: uint8 (N, K / 32 * 20), with scales in [0.01, 0.1] and minimums in [-1, 0]."""
+    n_rows, n_blocks = rows
+    d = (torch.rand(n_rows, n_blocks, 1, generator=gen) * 0.09 + 0.01).half()
+    m = -torch.rand(n_rows, n_blocks, 1, generator=gen).half()
+    q = torch.randint(0, 16, (n_rows, n_blocks, 32), generator=gen, dtype=torch.uint8)
+    packed = q[..., :16] | (q[..., 16:] << 4)
+    return torch.cat((d.view(torch.uint8), m.view(torch.uint8), packed), dim=-1).reshape(n_rows, -1)
+
+
+def _q4_1_read(raw, order="low first", swap=False):
+    """The numbers of Q4_1 rows as the d, m and q of each block: (N, K / 32, 1) twice and (N, K / 32, 32), read as
+    stored or as a likely mistake reads them: nibbles "interleaved" (byte j as numbers 2j, 2j + 1), "high first",
+    or d and m swapped."""
+    blocks = raw.reshape(raw.shape[0], -1, 20)
+    d, m = (blocks[..., s:s + 2].contiguous().view(torch.float16).float() for s in (0, 2))
+    low, high = blocks[..., 4:] & 0x0F, blocks[..., 4:] >> 4
+    if order == "interleaved":
+        q = torch.stack((low, high), dim=-1).flatten(-2)
+    else:
+        q = torch.cat((low, high) if order == "low first" else (high, low), dim=-1)
+    return (m, d, q.float()) if swap else (d, m, q.float())
+
+
+@_exercise("q4_1_matvec",
+           task="given raw, a uint8 tensor of shape (N, K / 32 * 20) holding a weight W of shape (N, K) (as nn.Linear "
+                "stores it) in GGUF's Q4_1 format, row after row, and x of shape (K,), fp32, return W @ x, shape "
+                "(N,), fp32. Each row is K / 32 blocks of 20 bytes: the block's scale d (fp16, 2 bytes), its minimum "
+                "m (fp16, 2 bytes), then 16 bytes holding its 32 numbers q, 4 bits each, unsigned: byte j holds "
+                "number j in its low 4 bits and number j + 16 in its high 4 bits; the block stands for the 32 values "
+                "d q + m; d and m are little-endian fp16. Never hold W in fp32: the new tensors the function holds at "
+                "any one moment must stay under N * K bytes, a quarter of W in fp32 (counted on a (256, 1024) "
+                "weight). Do not call the package's dequantize or _numbers (or gguf's dequantize); _fp16 is allowed.",
+           hint="View raw as (N, K / 32, 20): a view, no copy. d is blocks[..., 0:2].contiguous().view(torch.float16)"
+                "[..., 0].float(), shape (N, K / 32), m the same from bytes 2:4. Cut x the same way, as (K / 32, 32). "
+                "Within one block, sum_j (d q_j + m) x_j = d (q . x_block) + m (sum of x_block), so keep one running "
+                "dot product per block, dots (N, K / 32), and add to it one byte position at a time: for j in 0 .. "
+                "15, byte = blocks[..., 4 + j] holds number j in byte & 0x0F and number j + 16 in byte >> 4, so "
+                "dots += (byte & 0x0F).float() * x_blocks[:, j] + (byte >> 4).float() * x_blocks[:, j + 16]. "
+                "Then sum d * dots + m * x_blocks.sum(-1) over each row's blocks. (Rows a few at a time works too, "
+                "if few enough.)")
+def check_q4_1_matvec(fn):
+    """fn(raw (N, K / 32 * 20) uint8, x (K,)) -> W @ x, (N,), for W stored in Q4_1.
+
+    Tried on 5 seeded weights made of random Q4_1 blocks, from (1, 32) to (256, 1024); compared with the package's
+    dequantize followed by a matrix-vector product in float64. On the largest, the new tensors the answer holds at
+    once are counted (PeakTensorBytes) against N x K bytes, a quarter of W in fp32. Refuses answers that call the
+    package's dequantize (or _numbers), or gguf's dequantize.
+    """
+    gen = torch.Generator().manual_seed(25)
+    for n_rows, k in [(1, 32), (3, 64), (8, 96), (16, 256), (256, 1024)]:  # the smallest first
+        raw = _q4_1_bytes((n_rows, k // 32), gen)
+        x = torch.randn(k, generator=gen)
+        from ..llama.dequantize import dequantize  # here: the llama package is not imported with the checks
+        expected = (dequantize(raw, "Q4_1", (n_rows, k)).double() @ x.double()).float()
+
+        def product(d, m, q):  # (N,): the matrix-vector product of the blocks d q + m
+            return ((d * q + m).reshape(n_rows, k).double() @ x.double()).float()
+
+        mistakes = [
+            ("byte j was read as numbers 2j and 2j + 1; in Q4_1 it holds number j (low 4 bits) and number j + 16 "
+             "(high 4 bits)", lambda: product(*_q4_1_read(raw, "interleaved"))),
+            ("the high 4 bits were taken as number j and the low 4 bits as number j + 16: the low ones come first",
+             lambda: product(*_q4_1_read(raw, "high first"))),
+            ("d and m were swapped: a block starts with its scale d, then its minimum m",
+             lambda: product(*_q4_1_read(raw, swap=True))),
+            ("the minimum m was left out: each of a block's numbers stands for d q + m",
+             lambda: _without_m(raw, product)),
+            ("m was added once per block, not to each of its 32 numbers", lambda: _m_once(raw, x)),
+            ("the 4-bit numbers were read as signed, -8 to 7 (as Q4_0 stores them); Q4_1's are 0 to 15",
+             lambda: _signed(raw, product)),
+        ]
+        raw, x = raw.clone(), x.clone()
+        with torch.no_grad(), PeakTensorBytes() as counter:
+            got = _call(fn, (raw, x), "q4_1_matvec", refuse=Q4_1_ITSELF + _gguf_quants("dequantize"))
+        tried = f"W ({n_rows}, {k}) in Q4_1, raw {tuple(raw.shape)}"
+        _compare("your q4_1_matvec", tried, expected, got, hint=_see_hint("q4_1_matvec"), atol=1e-3,
+                 mistakes=mistakes)
+        bound = n_rows * k  # bytes: one per weight, a quarter of W in fp32
+        if n_rows * k >= _MATVEC_MEASURED and counter.peak >= bound:
+            held = (f"; W in fp32 is {4 * bound:,} bytes: the answer held about that much, one fp32 number per "
+                    f"weight" if counter.peak >= 4 * bound else "")
+            raise CheckFailed(f"your q4_1_matvec on {tried}: it held {counter.peak:,} bytes of new tensors at once, "
+                              f"not under the {bound:,} bytes (N × K, a quarter of W in fp32) the exercise "
+                              f"allows{held}")
+    print("✓ your q4_1_matvec multiplies by the Q4_1 weight as the package's dequantize reads it, on 5 weights, "
+          "and on (256, 1,024) it held under N × K bytes of new tensors, never W in fp32.")
+
+
+_MATVEC_MEASURED = 256 * 1024  # the weights whose peak bytes q4_1_matvec's check counts: N x K at least this
+
+
+def _m_once(raw, x):
+    """W @ x when each block's m is added once to its row's sum, not to every number: sum d (q . x) + m."""
+    d, m, q = _q4_1_read(raw)
+    xb = x.double().reshape(-1, 32)
+    return (d[..., 0].double() * (q.double() * xb).sum(-1) + m[..., 0].double()).sum(-1).float()
+
+
+def _without_m(raw, product):
+    d, _, q = _q4_1_read(raw)
+    return product(d, 0.0, q)
+
+
+def _signed(raw, product):
+    d, m, q = _q4_1_read(raw)
+    return product(d, m, q - 8)
+
+
+@_exercise("quantize_q4_1",
+           task="given w of shape (N, K), fp32, with K a multiple of 32, return its Q4_1 bytes, a uint8 tensor of "
+                "shape (N, K / 32 * 20), laid out as GGUF stores them: each row cut into blocks of 32 numbers, "
+                "each block 20 bytes: a scale d (fp16), a minimum m (fp16), then its 32 numbers q, 4 bits each "
+                "from 0 to 15, number j in the low 4 bits of byte j and number j + 16 in its high 4 bits, standing "
+                "for d q + m. Every number of w must come back, through the package's dequantize, within half of "
+                "its block's step (the block's largest number minus its smallest, over 15), up to fp16's rounding "
+                "of d and m; a block whose numbers are all equal comes back as that number. Do not call gguf's "
+                "quantize.",
+           hint="View w as (N, K / 32, 32). Per block, m is the smallest number and d = (largest - smallest) / 15; "
+                "q = round((w - m) / d), clamped to 0 .. 15, with q = 0 where d is 0. Pack q[..., :16] | "
+                "(q[..., 16:] << 4) as uint8. torch.cat((d, m), dim=-1).half().view(torch.uint8) gives the 4 bytes "
+                "of d and m; concatenate them with the 16 packed bytes and reshape to (N, K / 32 * 20).")
+def check_quantize_q4_1(fn):
+    """fn(w (N, K) fp32) -> uint8 (N, K / 32 * 20), the Q4_1 bytes of w.
+
+    Tried on 4 seeded weights, from (1, 32) to (8, 256), one with a block of equal numbers; compared with w after
+    the package's dequantize reads the answer back: each number within half of its block's step, (largest -
+    smallest) / 15, plus fp16's rounding of d and m. Refuses answers that call gguf's quantize.
+    """
+    from ..llama.dequantize import dequantize  # here: the llama package is not imported with the checks
+    gen = torch.Generator().manual_seed(26)
+    for n_rows, k in [(1, 32), (2, 64), (4, 128), (8, 256)]:  # the smallest first
+        w = torch.randn(n_rows, k, generator=gen) * (torch.rand(n_rows, 1, generator=gen) * 2 + 0.1) \
+            + torch.randn(n_rows, 1, generator=gen)
+        if n_rows == 2:
+            w[1, 32:] = 0.75  # a block whose 32 numbers are equal: its step is 0
+        blocks = w.reshape(n_rows, -1, 32)
+        low, high = blocks.amin(-1, keepdim=True), blocks.amax(-1, keepdim=True)
+        step = (high - low) / 15
+        allowed = (step / 2 + (15 * step + low.abs()) * 2.0 ** -10 + 1e-6).expand_as(blocks).reshape(n_rows, k)
+        tried = f"w of shape ({n_rows}, {k})"
+        got = _call(fn, (w.clone(),), "quantize_q4_1", refuse=_gguf_quants("quantize", "Q4_1.quantize_blocks"))
+        shape = (n_rows, k // 32 * 20)
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.uint8 or tuple(got.shape) != shape:
+            raise CheckFailed(f"your quantize_q4_1 on {tried}: expected a uint8 tensor of shape {shape}, got "
+                              f"{_describe(got)}")
+        back = dequantize(got.contiguous(), "Q4_1", (n_rows, k))
+        error = (back - w).abs().nan_to_num(nan=float("inf"))
+        if (error <= allowed).all():
+            continue
+        r, c = (int(i) for i in torch.unravel_index((error - allowed).argmax(), error.shape))
+        likely = None
+        for description, order, swap in [
+                ("numbers 2j and 2j + 1 went into byte j; in Q4_1 byte j holds number j (low 4 bits) and number "
+                 "j + 16 (high 4 bits)", "interleaved", False),
+                ("number j went into the high 4 bits and number j + 16 into the low ones: the low ones come first",
+                 "high first", False),
+                ("d and m were stored the other way round: a block starts with its scale d, then its minimum m",
+                 "low first", True)]:
+            d, m, q = _q4_1_read(got, order, swap)
+            if ((d * q + m).reshape(n_rows, k) - w).abs().le(allowed).all():
+                likely = description
+        equal_block = n_rows == 2 and not (error[1, 32:] <= allowed[1, 32:]).all()
+        if likely is None and equal_block and (error[:, :32] <= allowed[:, :32]).all():
+            likely = "a block whose 32 numbers are all equal (its step is 0) came back wrong"
+        stored_d = _q4_1_read(got)[0]
+        if likely is None and torch.allclose(stored_d, (high - low) / 16, rtol=2e-3, atol=1e-6) \
+                and not torch.allclose(stored_d, step, rtol=2e-3, atol=1e-6):
+            likely = "the step was (largest - smallest) / 16: 16 levels have 15 steps between them"
+        if likely is None and error.isfinite().all() and (error <= 2 * allowed).all() and (back <= w + allowed).all():
+            likely = "the numbers were rounded down, not to the nearest of the block's 16 levels"
+        raise CheckFailed(f"your quantize_q4_1 on {tried}: number ({r}, {c}) is {w[r, c].item():.6g} in w but "
+                          f"{back[r, c].item():.6g} once dequantised, {error[r, c].item():.3g} away; within its "
+                          f"block, at most {allowed[r, c].item():.3g} is allowed"
+                          + (f"\nLikely mistake: {likely}" if likely else f"\n{_see_hint('quantize_q4_1')}"))
+    print("✓ your quantize_q4_1 gives Q4_1 bytes that dequantise to within half a step of w, on 4 weights.")

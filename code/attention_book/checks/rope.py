@@ -1,65 +1,12 @@
-"""Checks for chapter 11's exercises: rotating pairs, reordering W_q's rows between the layouts, and the positions of
-the tokens of a cached decode step."""
+"""Checks for chapter 11's exercises: the positions of a cached decode step's tokens, RoPE for a left-padded batch
+after a cache, and reordering a fused QKV projection's rows from the halves to the pairs layout."""
 import torch
 
-from ..rope import halves_to_pairs_rows, halves_order, pairs_to_halves_rows, rotate
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint, _size
+from ..rope import apply_rope, halves_to_pairs_rows, pairs_to_halves_rows
+from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
 
-
-@_exercise("rotate_pairs",
-           task="given x (..., d_head) whose coordinates 2i and 2i + 1 form pair i, and angles (..., d_head / 2) "
-                "in radians that broadcast with x's pairs, return a tensor of x's shape and dtype in which each "
-                "pair, seen as a point in the plane, is turned counter-clockwise by its angle.",
-           hint="Take a = x[..., 0::2] and b = x[..., 1::2] (the first and second coordinate of every pair). The "
-                "turned pair is (a cos - b sin, a sin + b cos), with cos and sin of the angles. Put the two results "
-                "back side by side: torch.stack((first, second), dim=-1).flatten(-2) interleaves them again.")
-def check_rotate_pairs(fn):
-    """fn(x (..., d_head), angles (..., d_head / 2)) -> x with pair (2i, 2i + 1) turned by angles[..., i].
-
-    Tried on 4 random inputs (d_head from 2 to 16, one angle per pair and position, some of them per batch row);
-    compared with attention_book.rope.rotate in the "pairs" layout.
-    """
-    gen = torch.Generator().manual_seed(21)
-    inputs = []
-    for x_shape, angle_shape in [((2,), (1,)), ((3, 4), (3, 2)), ((2, 1, 5, 8), (5, 4)), ((2, 3, 4, 16), (2, 1, 4, 8))]:
-        inputs.append((torch.randn(x_shape, generator=gen), 6 * torch.rand(angle_shape, generator=gen) - 3))
-    for x, angles in sorted(inputs, key=lambda xa: _size(*xa)):  # the smallest first
-        cos, sin = angles.cos(), angles.sin()
-        mistakes = [("each pair turns clockwise: the sine's sign is flipped", lambda: rotate(x, cos, -sin, "pairs")),
-                    ("coordinates i and i + d_head/2 were paired (the halves layout); here pair i is 2i and 2i + 1",
-                     lambda: rotate(x, cos, sin, "halves"))]
-        _compare("your rotate_pairs", f"x {tuple(x.shape)}, angles {tuple(angles.shape)}",
-                 rotate(x, cos, sin, "pairs"), _call(fn, (x, angles), "rotate_pairs"),
-                 hint=_see_hint("rotate_pairs"), mistakes=mistakes)
-    print("✓ your rotate_pairs turns every pair as the package's rotate does, on 4 inputs.")
-
-
-@_exercise("to_halves_rows",
-           task="given the weight (n_heads * d_head, d_in) of a query or key projection whose heads' outputs are in "
-                "the pairs layout, and n_heads, return a weight of the same shape whose outputs are the same numbers "
-                "with each head's coordinates in the halves layout: head by head, coordinate 2i moves to i and "
-                "2i + 1 to i + d_head / 2.",
-           hint="Output coordinate r of a linear layer is row r of its weight, so reorder rows. View the weight as "
-                "(n_heads, d_head, d_in), index the middle dimension with halves_order(d_head) (the even rows 0, 2, "
-                "4, ... then the odd rows 1, 3, 5, ...), and reshape back to (n_heads * d_head, d_in).")
-def check_to_halves_rows(fn):
-    """fn(weight (n_heads * d_head, d_in), n_heads) -> the rows reordered, head by head, from pairs to halves.
-
-    Tried on 4 random weights (1 to 3 heads, d_head from 2 to 8, W_q and W_k shapes); compared with
-    attention_book.rope.pairs_to_halves_rows.
-    """
-    gen = torch.Generator().manual_seed(22)
-    inputs = [(torch.randn(n_heads * d_head, d_in, generator=gen), n_heads)
-              for n_heads, d_head, d_in in [(1, 2, 3), (1, 6, 4), (2, 4, 5), (3, 8, 6)]]
-    for weight, n_heads in sorted(inputs, key=lambda wn: _size(wn[0])):  # the smallest first
-        rows = weight.shape[0]
-        mistakes = [("the rows were reordered as one big head: each head's d_head rows must be reordered "
-                     "separately", lambda: weight[halves_order(rows)]),
-                    ("that is the way back, from halves to pairs", lambda: halves_to_pairs_rows(weight, n_heads))]
-        _compare("your to_halves_rows", f"weight {tuple(weight.shape)}, n_heads={n_heads}",
-                 pairs_to_halves_rows(weight, n_heads), _call(fn, (weight, n_heads), "to_halves_rows"),
-                 hint=_see_hint("to_halves_rows"), mistakes=mistakes)
-    print("✓ your to_halves_rows reorders each head's rows as pairs_to_halves_rows does, on 4 weights.")
+ROPE_ITSELF = ["attention_book.rope.Rope.__call__", "attention_book.rope.Rope", "attention_book.rope.apply_rope",
+               "attention_book.rope.rotate", "attention_book.rope.rope_cos_sin"]  # __call__ before its class
 
 
 @_exercise("next_positions",
@@ -92,3 +39,105 @@ def check_next_positions(fn):
         raise CheckFailed(f"cache_length={cache_length}, n_new={n_new}: expected positions {expected.tolist()} "
                           f"(int64), got {got!r}{likely}")
     print("✓ next_positions gives the right positions for prefills and decode steps, on 5 steps.")
+
+
+def _padded_positions(mask, offset):
+    """Each real token's position, (B, S): offset plus the real tokens before it in its row (pads: 0)."""
+    return torch.where(mask, offset[:, None] + mask.long().cumsum(-1) - 1, 0)
+
+
+@_exercise("rope_left_padded",
+           task="given x (B, heads, S, d_head), the queries or keys of a step of S tokens for a batch of B sequences "
+                "in the halves layout (coordinates i and i + d_head / 2 form pair i), mask (B, S), True where a "
+                "token is real and False where it is left padding, offset (B,) int64, the real tokens each "
+                "sequence already has in its cache, and base, return x rotated by RoPE, shape and dtype of x: each "
+                "sequence's real tokens sit at positions offset, offset + 1, ... in order, padding not counted; a "
+                "padding token's output may be anything. Do not call the package's Rope, apply_rope, rotate or "
+                "rope_cos_sin, nor the copies of them that the chapter's listings define.",
+           hint="A real token's position is offset[b] plus the number of real tokens before it in its row: "
+                "offset[:, None] + mask.long().cumsum(-1) - 1. The angles are positions[:, None, :, None] times "
+                "theta = base ** (-2i / d_head), i = 0 .. d_head/2 - 1 (rope_frequencies(d_head, base)), shape "
+                "(B, 1, S, d_head / 2): the same for every head. With a = x[..., :d_head // 2] and "
+                "b = x[..., d_head // 2:], the result is torch.cat((a cos - b sin, a sin + b cos), dim=-1).")
+def check_rope_left_padded(fn):
+    """fn(x (B, heads, S, d_head), mask (B, S), offset (B,), base) -> x rotated at each real token's position.
+
+    Tried on 4 seeded batches, smallest first: a one-sequence prefill with two pads, a decode step after caches of
+    different lengths, a prefill whose rows have different padding, and a padded chunk after a cache (base
+    100,000); compared with attention_book.rope.apply_rope given the positions (B, S), at the real tokens only.
+    Refuses answers that call Rope, apply_rope, rotate or rope_cos_sin.
+    """
+    gen = torch.Generator().manual_seed(23)
+    cases = [((1, 1, 4, 2), [[0, 0, 1, 1]], [0], 10_000.0),
+             ((3, 2, 1, 8), [[1], [1], [1]], [2, 5, 4], 10_000.0),
+             ((2, 2, 4, 4), [[0, 0, 1, 1], [1, 1, 1, 1]], [0, 0], 10_000.0),
+             ((2, 3, 5, 16), [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]], [3, 0], 100_000.0)]
+    for shape, mask, offset, base in cases:  # the smallest first
+        x = torch.randn(shape, generator=gen)
+        mask, offset = torch.tensor(mask, dtype=torch.bool), torch.tensor(offset)
+        real = mask[:, None, :, None]  # (B, 1, S, 1): where the result is compared
+        positions = _padded_positions(mask, offset)
+
+        def rotated(at, layout="halves"):
+            return torch.where(real, apply_rope(x, at, base, layout), 0.0)
+
+        expected = rotated(positions)
+        got = _call(fn, (x.clone(), mask.clone(), offset.clone(), base), "rope_left_padded", refuse=ROPE_ITSELF)
+        if isinstance(got, torch.Tensor) and got.shape == x.shape:
+            got = torch.where(real, got, 0.0)  # a padding token's output may be anything
+        counted = offset[:, None] + torch.arange(shape[2])  # (B, S): every token counted, padding too
+        mistakes = [
+            ("the padding was counted: a real token's position is the number of real tokens before it (plus the "
+             "cached ones), whatever the padding of its row", lambda: rotated(counted)),
+            ("the cached tokens were not counted: the step's first real token sits at position offset, not 0",
+             lambda: rotated(_padded_positions(mask, 0 * offset))),
+            ("one too far: the first real token after the cached ones sits at position offset, not offset + 1",
+             lambda: rotated(positions + 1)),
+            ("coordinates 2i and 2i + 1 were paired (the pairs layout); here pair i is coordinates i and "
+             "i + d_head / 2", lambda: rotated(positions, "pairs")),
+            ("each pair turns clockwise: the sine's sign is flipped", lambda: rotated(-positions)),
+        ]
+        tried = f"x {shape}, mask {mask.int().tolist()}, offset {offset.tolist()}, base {base:,.0f}"
+        _compare("your rope_left_padded", tried, expected, got, hint=_see_hint("rope_left_padded"),
+                 mistakes=mistakes)
+    print("✓ your rope_left_padded rotates every real token at its position, on 4 batches.")
+
+
+@_exercise("qkv_to_pairs",
+           task="given the fused weight ((n_heads + 2 * n_kv_heads) * d_head, d_in) of a layer's W_q, W_k and W_v "
+                "stacked in that order, as nn.Linear stores them (so d_head = weight.shape[0] / (n_heads + 2 * "
+                "n_kv_heads)), laid out for the halves layout, and n_heads and n_kv_heads, return the weight of the "
+                "same shape whose outputs are in the pairs layout: in every query and key head, the output "
+                "coordinates i and i + d_head / 2 become 2i and 2i + 1; the values' rows stay as they are. Do not "
+                "call halves_to_pairs_rows, pairs_to_halves_rows or halves_order.",
+           hint="Split the rows with weight.split([n_heads * d_head, n_kv_heads * d_head, n_kv_heads * d_head]). "
+                "For W_q (and W_k), view it as (heads, 2, d_head / 2, d_in): [:, 0] is the first half of each head, "
+                "[:, 1] the second. Swapping the two middle dimensions, .transpose(1, 2), and reshaping back puts "
+                "row i of the first half next to row i of the second. Concatenate the three parts again.")
+def check_qkv_to_pairs(fn):
+    """fn(weight ((h + 2g) * d_head, d_in), n_heads, n_kv_heads) -> the Q and K rows in the pairs layout, V as is.
+
+    Tried on 4 seeded weights, from 1 query head of size 2 to 6 query heads and 2 K/V heads of size 8;
+    compared with attention_book.rope.halves_to_pairs_rows applied to the query and key parts. Refuses answers that
+    call halves_to_pairs_rows, pairs_to_halves_rows or halves_order.
+    """
+    gen = torch.Generator().manual_seed(24)
+    for h, g, d_head, d_in in [(1, 1, 2, 1), (2, 1, 4, 3), (4, 2, 6, 5), (6, 2, 8, 4)]:  # the smallest first
+        weight = torch.randn((h + 2 * g) * d_head, d_in, generator=gen)
+        q, k, v = weight.split([h * d_head, g * d_head, g * d_head])
+        expected = torch.cat((halves_to_pairs_rows(q, h), halves_to_pairs_rows(k, g), v))
+        refuse = [(f"attention_book.rope.{name}", "which the exercise says not to call")
+                  for name in ("halves_to_pairs_rows", "pairs_to_halves_rows", "halves_order")]
+        got = _call(fn, (weight.clone(), h, g), "qkv_to_pairs", refuse=refuse)
+        mistakes = [
+            ("the values' rows were reordered too: RoPE turns only queries and keys, so W_v stays as it is",
+             lambda: torch.cat((halves_to_pairs_rows(q, h), halves_to_pairs_rows(k, g), halves_to_pairs_rows(v, g)))),
+            ("that is the other direction, from the pairs layout to the halves layout",
+             lambda: torch.cat((pairs_to_halves_rows(q, h), pairs_to_halves_rows(k, g), v))),
+            ("the query rows (or the key rows) were reordered as one big head: each head's d_head rows are "
+             "reordered on their own",
+             lambda: torch.cat((halves_to_pairs_rows(q, 1), halves_to_pairs_rows(k, 1), v))),
+        ]
+        _compare("your qkv_to_pairs", f"weight {tuple(weight.shape)}, n_heads={h}, n_kv_heads={g}", expected, got,
+                 hint=_see_hint("qkv_to_pairs"), mistakes=mistakes)
+    print("✓ your qkv_to_pairs puts every query and key head in the pairs layout, on 4 fused weights.")

@@ -1,11 +1,14 @@
-"""Checks for chapter 1's exercises: softmax, causal mask, attention."""
+"""Checks for chapter 1's exercises: softmax, causal mask, attention with both kinds of mask."""
 import math
 
 import torch
 
-from ..masks import causal_mask
+from ..masks import causal_mask, real_key_mask
 from ..sdpa import scaled_dot_product_attention
 from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _see_hint, _size
+
+
+SOFTMAXES = ["torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax"]
 
 
 @_exercise("stable_softmax",
@@ -19,7 +22,7 @@ def check_stable_softmax(fn):
     """fn(x) -> softmax over the last dimension, stable for large inputs. x: (..., S).
 
     Tried on 5 random inputs of 2 or 3 dimensions, with values up to ±1000 and rows near -1000; compared with
-    torch.softmax.
+    torch.softmax. Calling a softmax of torch's fails.
     """
     gen = torch.Generator().manual_seed(0)
     cases = [((3, 5), 1.0, 0.0), ((2, 4, 6), 10.0, 0.0), ((1, 7), 100.0, 0.0), ((4, 3), 1000.0, 0.0),
@@ -33,7 +36,8 @@ def check_stable_softmax(fn):
         naive = ("exp overflows (to inf) or underflows (to 0) at these values: your result is the plain "
                  "exp(x) / sum(exp(x)), which gives inf / inf or 0 / 0 = NaN here",
                  lambda: x.exp() / x.exp().sum(dim=-1, keepdim=True))
-        _compare("stable_softmax", tried, torch.softmax(x, dim=-1), _call(fn, (x,), "stable_softmax"),
+        _compare("stable_softmax", tried, torch.softmax(x, dim=-1), _call(fn, (x,), "stable_softmax", refuse=[
+                     (name, "which the exercise says not to call") for name in SOFTMAXES]),
                  hint=_see_hint("stable_softmax"), mistakes=[naive])
     print(f"✓ stable_softmax matches torch.softmax on {len(cases)} inputs, "
           "including values up to ±1000 and rows near -1000.")
@@ -43,16 +47,21 @@ def _top_left(L, S):
     return torch.ones(L, S, dtype=torch.bool).tril()
 
 
+TRIANGLES = ["attention_book.masks.causal_mask", "torch.tril", "torch.Tensor.tril", "torch.triu",
+             "torch.Tensor.triu"]
+
+
 @_exercise("my_causal_mask",
            task="return an (L, S) boolean tensor, True where query i may attend to key j: the L queries are the last "
                 "L of the S positions, and each may attend to its own position and every earlier one.",
            hint="Query i sits at position i + (S - L) of the sequence. Compare positions: torch.arange(S)[None, :] "
                 "(the keys, a row) <= torch.arange(L)[:, None] + (S - L) (the queries, a column) broadcasts to "
-                "(L, S). torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L) gives the same.")
+                "(L, S).")
 def check_causal_mask(fn):
     """fn(L, S) -> (L, S) boolean mask, True = may attend, aligned bottom-right.
 
-    Tried on 5 sizes (L, S), square and not; compared with attention_book.causal_mask.
+    Tried on 5 sizes (L, S), square and not; compared with attention_book.causal_mask. Calling causal_mask, tril or
+    triu fails.
     """
     sizes = [(1, 1), (4, 4), (1, 6), (3, 5), (2, 7)]
     for L, S in sorted(sizes, key=lambda size: size[0] * size[1]):  # the smallest first
@@ -62,52 +71,130 @@ def check_causal_mask(fn):
         top_left = ("the mask is aligned top-left: with S > L keys, the L queries are the last L of the S "
                     "positions, so the last query must see every key (bottom-right alignment)",
                     lambda: _top_left(L, S))
-        _compare("your causal mask", f"L={L}, S={S}", causal_mask(L, S), _call(fn, (L, S), "my_causal_mask"),
+        expected = causal_mask(L, S)  # before the answer runs: causal_mask refuses then
+        _compare("your causal mask", f"L={L}, S={S}", expected, _call(fn, (L, S), "my_causal_mask", refuse=[
+                     (name, "which the exercise says not to call") for name in TRIANGLES]),
                  mistakes=[inverted, top_left])
     print(f"✓ your causal mask matches attention_book.causal_mask for (L, S) in {sizes}.")
 
 
-@_exercise("my_attention",
-           task="given q (B, L, d), k (B, S, d), v (B, S, d_v) and an optional boolean mask (True = may attend), "
-                "return (out, weights): weights (B, L, S), the scaled dot-product attention weights, each row "
-                "summing to 1 and 0 on every key the mask forbids; out (B, L, d_v), the weighted average of v.",
-           hint="scores = q @ k.transpose(-2, -1) / math.sqrt(d), shape (B, L, S). Where the mask is False, set the "
-                "score to -inf: masked_fill fills where its own argument is True, so pass it ~mask. Then "
-                "weights = torch.softmax(scores, dim=-1) and out = weights @ v.")
-def check_attention(fn):
-    """fn(q, k, v, mask=None) -> (out, weights), like attention_book.scaled_dot_product_attention.
+REFUSED_ATTENTION = ["attention_book.sdpa.scaled_dot_product_attention",
+                     ("torch.nn.functional.scaled_dot_product_attention", "PyTorch's own solution of this step")]
 
-    Tried on 3 random q, k, v: without a mask, with a causal mask and with a random mask; weights and output
-    compared with attention_book.scaled_dot_product_attention.
-    """
+
+def _masked_attention(q, k, v, mask, *, scaled=True, empty="zero", dim=-1, invert=False,
+                      finite_only=False, before_scale=False):
+    """Attention with a boolean (True = may attend) or additive float mask, computed in float64 and returned in q's
+    dtype as (out, weights). The keyword arguments make the mistakes the check names: a mask read the wrong way round
+    (``invert``), a float mask whose finite values are dropped (``finite_only``) or added before the scaling
+    (``before_scale``), unscaled scores, a softmax over the queries (``dim=-2``), and what a query with no visible key
+    gets (``empty``: "zero" as the package and PyTorch's SDPA give, "nan" as a plain softmax of -inf gives,
+    "uniform" as masking with -1e9 gives)."""
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    scores = q64 @ k64.transpose(-2, -1)
+    scale = 1 / math.sqrt(q.shape[-1]) if scaled else 1.0
+    bias = torch.zeros(())
+    if mask is not None and mask.dtype == torch.bool:
+        bias = torch.zeros(mask.shape, dtype=torch.float64).masked_fill(mask if invert else ~mask, float("-inf"))
+    elif mask is not None:
+        bias = mask.double()
+        if finite_only:
+            bias = torch.where(bias == float("-inf"), bias, 0.0)
+    scores = (scores + bias) * scale if before_scale else scores * scale + bias
+    hidden = (scores == float("-inf")).expand(scores.shape)
+    if empty == "uniform":  # -1e9: every key of a fully masked row gets the same score
+        scores = scores.masked_fill(hidden, -1e9)
+    weights = torch.softmax(scores, dim=dim)
+    if empty == "zero":
+        weights = torch.softmax(scores.masked_fill(hidden.all(-1, keepdim=True), 0.0), dim=dim).masked_fill(hidden, 0)
+    return (weights @ v64).to(q.dtype), weights.to(q.dtype)
+
+
+def _attention_cases():
+    """(q, k, v, mask, what the mask is), the smallest first."""
     gen = torch.Generator().manual_seed(1)
-    # (L, S, d, d_v, mask), the smallest first
-    cases = [(3, 5, 4, 4, None), (4, 4, 8, 3, "causal"), (2, 6, 16, 5, "random")]
-    for L, S, d, d_v, kind in cases:
-        q, k, v = (torch.randn(2, n, m, generator=gen) for n, m in ((L, d), (S, d), (S, d_v)))
-        mask = None
-        if kind == "causal":
-            mask = causal_mask(L, S)
-        elif kind == "random":
-            mask = torch.rand(2, L, S, generator=gen) > 0.4
-            mask[..., 0] = True  # every query may attend to at least one key
-        tried = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, mask {kind}"
-        result = _call(fn, (q, k, v, mask), "my_attention")
+
+    def qkv(lead, L, S, d, d_v, dtype=torch.float32):
+        return tuple(torch.randn(*lead, n, m, generator=gen).to(dtype) for n, m in ((L, d), (S, d), (S, d_v)))
+
+    cases = [(*qkv((), 2, 3, 4, 2), None, "no mask")]
+    q, k, v = qkv((2,), 3, 4, 4, 3)
+    mask = torch.rand(2, 3, 4, generator=gen) > 0.4
+    mask[0, 1] = False  # sequence 0, query 1 may see no key
+    mask[1, :, 0] = True
+    cases.append((q, k, v, mask, "boolean (B, L, S), one query with no visible key"))
+    q, k, v = qkv((2,), 3, 5, 4, 3)
+    distance = (torch.arange(5)[None, :] - torch.arange(2, 5)[:, None]).float()  # key position - query position
+    bias = (0.5 * distance).masked_fill(distance > 0, float("-inf"))  # a causal, distance-biased float mask
+    cases.append((q, k, v, bias, "float (L, S): -0.5 per step back, -inf on future keys"))
+    q, k, v = qkv((2,), 3, 6, 8, 4, torch.float16)
+    mask = real_key_mask([4, 0], 6)  # (B, 1, S): the second sequence is empty
+    cases.append((q, k, v, mask, "boolean (B, 1, S) padding, an empty sequence, fp16"))
+    q, k, v = qkv((2, 2), 4, 5, 6, 5, torch.float64)
+    bias = torch.randn(2, 1, 1, 5, generator=gen, dtype=torch.float64)
+    bias[0, ..., 3:] = float("-inf")  # padding of sequence 0
+    bias[1] = float("-inf")  # sequence 1 is all padding
+    cases.append((q, k, v, bias, "float (B, 1, 1, S): random biases, padding at -inf, an empty sequence, fp64"))
+    return sorted(cases, key=lambda case: _size(*case[:4]))
+
+
+@_exercise("my_attention_with_masks",
+           task="given q (..., L, d), k (..., S, d), v (..., S, d_v) and mask (None, a boolean tensor with True = "
+                "may attend, or a float tensor added to the scaled scores), broadcastable to (..., L, S), return "
+                "(out, weights): weights (..., L, S), each row summing to 1 over the keys its query may see, and "
+                "out (..., L, d_v), in q's dtype; a query that may see no key gets all-zero weights and an all-zero "
+                "output, never NaN.",
+           hint="Compute the scaled scores q kᵀ / √d. Turn a boolean mask into a float one (0 where True, -inf where "
+                "False) and add the float mask to the scaled scores, in the scores' dtype. A row whose scores are "
+                "all -inf would give 0 / 0 in the softmax: find those rows (all(dim=-1, keepdim=True)), replace their "
+                "scores by 0 before the softmax, then set the weights of every hidden key (score -inf) to 0.")
+def check_attention_with_masks(fn):
+    """fn(q, k, v, mask=None) -> (out, weights), mask boolean (True = may attend) or float (added to the scaled
+    scores), like F.scaled_dot_product_attention's attn_mask.
+
+    Tried on 5 random inputs, the smallest first: no mask, boolean masks of shapes (B, L, S) and (B, 1, S), float
+    masks of shapes (L, S) and (B, 1, 1, S), with fully masked rows, in fp32, fp16 and fp64; compared with the
+    package's scaled_dot_product_attention run in fp64 (boolean masks) and with the softmax of the scaled scores plus
+    the mask in fp64 (float masks), fully masked rows giving zeros. Calling either scaled_dot_product_attention (the
+    package's or PyTorch's) fails.
+    """
+    cases = _attention_cases()
+    for q, k, v, mask, kind in cases:
+        tried = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, {q.dtype}, mask {kind}"
+        # before the answer runs (the package's own function refuses then); a boolean mask (or none) by the
+        # package's function, in fp64
+        if mask is None or mask.dtype == torch.bool:
+            out, weights = (t.to(q.dtype) for t in scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                                               mask))
+        else:
+            out, weights = _masked_attention(q, k, v, mask)
+        result = _call(fn, (q, k, v, mask), "my_attention_with_masks", refuse=REFUSED_ATTENTION)
         if not (isinstance(result, tuple) and len(result) == 2):
             raise CheckFailed(f"your attention on {tried}: expected a pair (out, weights), got {_describe(result)}")
-        out, weights = scaled_dot_product_attention(q, k, v, mask)
-        scores = q @ k.transpose(-2, -1)
-        mistakes = [("the scores are not scaled by 1/√d (d = q's last dimension)",
-                     lambda: torch.softmax(scores if mask is None else scores.masked_fill(~mask, float("-inf")), -1))]
-        if mask is not None:
-            mistakes.append(("the mask is used the wrong way round: True means the query may attend to the key, so "
-                             "the keys to leave out are those where the mask is False",
-                             lambda: torch.softmax((scores / math.sqrt(d)).masked_fill(mask, float("-inf")), -1)))
-        mistakes.append(("the softmax runs over the queries (dim=-2): each query's weights must sum to 1 over "
-                         "the keys, the last dimension",
-                         lambda: torch.softmax((scores / math.sqrt(d)).masked_fill(
-                             ~mask, float("-inf")) if mask is not None else scores / math.sqrt(d), -2)))
-        _compare("your attention weights", tried, weights, result[1], _see_hint("my_attention"), mistakes=mistakes)
-        _compare("your attention output", tried, out, result[0], _see_hint("my_attention"))
-    print(f"✓ your attention matches attention_book.scaled_dot_product_attention on {len(cases)} inputs, "
-          "with and without masks.")
+        atol = 1e-2 if q.dtype == torch.float16 else 1e-5
+
+        def mistake(**how):
+            return lambda: _masked_attention(q, k, v, mask, **how)[1]
+        mistakes = [
+            ("a query that may see no key got NaN: its row of scores is all -inf, and a softmax of it is 0 / 0; "
+             "such a query must get zero weights and a zero output", mistake(empty="nan")),
+            ("a query that may see no key spread its weight evenly over keys it may not see, as masking with a "
+             "large finite number such as -1e9 does; such a query must get zero weights", mistake(empty="uniform")),
+            ("the scores are not scaled by 1/√d (d = q's last dimension)", mistake(scaled=False)),
+            ("the softmax runs over the queries (dim=-2): each query's weights must sum to 1 over the keys, the "
+             "last dimension", mistake(dim=-2))]
+        if mask is not None and mask.dtype == torch.bool:
+            inverted = ("the boolean mask is used the wrong way round: True means the query may attend to the key, "
+                        "so the keys to leave out are those where the mask is False")
+            mistakes[:0] = [(inverted, mistake(invert=True)), (inverted, mistake(invert=True, empty="nan"))]
+        elif mask is not None:
+            mistakes[:0] = [
+                ("the float mask's finite values were dropped: only its -inf entries hid keys, but every value of "
+                 "a float mask is added to the scores", mistake(finite_only=True)),
+                ("the float mask was added before the scaling: it is added to the scores already divided by √d",
+                 mistake(before_scale=True))]
+        _compare("your attention weights", tried, weights, result[1], _see_hint("my_attention_with_masks"),
+                 atol=atol, mistakes=mistakes)
+        _compare("your attention output", tried, out, result[0], _see_hint("my_attention_with_masks"), atol=atol)
+    print(f"✓ your attention matches on {len(cases)} inputs: no mask, boolean and float masks of 4 shapes, "
+          "fully masked rows giving zeros, in fp32, fp16 and fp64.")
