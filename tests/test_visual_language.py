@@ -129,3 +129,20 @@ def test_text_on_every_hue_reaches_wcag_contrast():
     for colour in [*HEAD_HUES, *ROLE_COLOURS.values(), *(tint(h, 0.55) for h in HEAD_HUES)]:
         assert contrast_ratio(text_colour_on(colour), colour) >= 4.5, colour
     assert contrast_ratio("#000000", "#FFFFFF") == pytest.approx(21)
+
+
+def test_every_figure_a_chapter_stores_has_alt_text():
+    """Checked here, in seconds, as well as in the browser: a figure cell carries its alt text in the cell's metadata
+    (mystnb.image.alt or mystnb.figure), or each of its images in the output's metadata (interactive views)."""
+    import nbformat
+    from conftest import chapter_paths
+
+    missing = []
+    for path in chapter_paths():
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            images = [o for o in getattr(cell, "outputs", []) if "image/png" in o.get("data", {})]
+            mystnb = cell.metadata.get("mystnb", {})
+            if images and not ((mystnb.get("image") or {}).get("alt") or mystnb.get("figure")) and not all(
+                    o.get("metadata", {}).get("image/png", {}).get("alt") for o in images):
+                missing.append(f"{path.name} cell {index}")
+    assert not missing, f"figures without alt text: {missing}"
