@@ -309,3 +309,13 @@ def test_pareto_front_keeps_equal_points():
                        if not any(q != p and all(a <= b for a, b in zip(q, p, strict=True)) for q in points)})
     message = fails(checks.check_pareto_front, dropping_equal_points)
     assert "Likely mistake: an equal point was dropped" in message, message
+
+
+def pool_round_robin(weight, n_heads, n_kv_heads):
+    """Old head i into new head i % n_kv_heads: the heads of a group are not consecutive."""
+    return weight.unflatten(0, (n_heads // n_kv_heads, n_kv_heads, -1)).mean(dim=0).flatten(0, 1)
+
+
+def test_pool_projection_names_round_robin_grouping():
+    message = fails(checks.check_pool_projection, pool_round_robin)
+    assert "Likely mistake: the old heads were grouped round-robin" in message, message

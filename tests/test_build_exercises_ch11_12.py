@@ -223,6 +223,34 @@ def test_the_quantiser_check_says_which_number_came_back_wrong():
                                                                lambda w: quantizer()(w).to(torch.int8))
 
 
+def test_nan_turned_into_integers_on_a_block_of_equal_numbers_fails():
+    """1 / d with d = 0 on a block of equal numbers: 0 * inf is NaN, and NaN as uint8 is not defined (0 on some
+    machines, so the bytes may even come out right)."""
+    def unguarded(w):
+        blocks = w.reshape(w.shape[0], -1, 32)
+        low, high = blocks.amin(-1, keepdim=True), blocks.amax(-1, keepdim=True)
+        d = (high - low) / 15
+        q = ((blocks - low) * (1 / d)).round().clamp(0, 15).to(torch.uint8)
+        packed = q[..., :16] | (q[..., 16:] << 4)
+        return torch.cat((torch.cat((d, low), -1).half().view(torch.uint8), packed), -1).reshape(w.shape[0], -1)
+
+    message = fails(checks.check_quantize_q4_1, unguarded)
+    assert "(2, 64) (row 1, numbers 32 to 63: a block of 32 equal numbers" in message, message
+    assert "it turned NaN or inf into integers" in message, message
+
+
+def test_nan_replaced_before_the_conversion_passes():
+    def where_after_dividing(w):
+        blocks = w.reshape(w.shape[0], -1, 32)
+        low, high = blocks.amin(-1, keepdim=True), blocks.amax(-1, keepdim=True)
+        d = (high - low) / 15
+        q = torch.where(d == 0, 0.0, (blocks - low) / d).round().clamp(0, 15).to(torch.uint8)
+        packed = q[..., :16] | (q[..., 16:] << 4)
+        return torch.cat((torch.cat((d, low), -1).half().view(torch.uint8), packed), -1).reshape(w.shape[0], -1)
+
+    passes(checks.check_quantize_q4_1, where_after_dividing)
+
+
 def test_the_quantiser_check_refuses_gguf():
     quants = pytest.importorskip("gguf.quants")
     import gguf

@@ -280,7 +280,51 @@ def test_logits_of_every_position_fail_on_their_bytes():
         logits = F.linear(ns["rms_normalise"](x, weights.norm, weights.config.rms_eps), weights.embedding)
         return logits[:, -1]  # (B, L, V) made, one row kept
     message = fails(checks.check_decoder_logits, logits_of_every_position)
-    assert "as much as the logits of all 16 positions" in message, message
+    assert "a (B, L, V) tensor" in message and "the logits of all 16 positions" in message, message
+
+
+def test_an_embedding_by_a_one_hot_fails_on_its_bytes_and_the_message_says_so():
+    def logits_by_one_hot(ids, weights, caches, ns=SOLUTIONS):
+        x = F.one_hot(ids, weights.config.vocab_size).float() @ weights.embedding  # (B, L, V) made
+        for layer, cache in zip(weights.layers, caches, strict=True):
+            x = ns["decoder_block"](x, layer, cache, weights.config)
+        return F.linear(ns["rms_normalise"](x[:, -1], weights.norm, weights.config.rms_eps), weights.embedding)
+    message = fails(checks.check_decoder_logits, logits_by_one_hot)
+    assert "a one-hot of the ids" in message and "computed for nothing" not in message, message
+
+
+def test_repeat_interleave_is_refused_in_the_sublayer_and_the_block():
+    """K/V copied per query head, with a plain causal mask, skipping exercise 5's fold: refused in the pieces
+    built on it."""
+    wrong = with_piece(grouped_causal_attention=grouped_repeat_interleave)
+    for name in ("attention_sublayer", "decoder_block"):
+        message = fails(getattr(checks, f"check_{name}"), wrong[name])
+        assert "calls torch.Tensor.repeat_interleave, which copies K and V" in message, message
+
+
+def attention_minus_1e9(q, k, v, mask):
+    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~mask, -1e9)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def block_post_norm(x, layer, cache, config, ns=SOLUTIONS):
+    h = ns["rms_normalise"](x + ns["attention_sublayer"](x, layer, cache, config), layer.attention_norm,
+                            config.rms_eps)
+    return ns["rms_normalise"](h + ns["swiglu_mlp"](h, layer.w_gate, layer.w_up, layer.w_down), layer.mlp_norm,
+                               config.rms_eps)
+
+
+@pytest.mark.parametrize("check, answer, named", [
+    ("check_masked_attention", attention_minus_1e9, "a query with no allowed key (here the first query)"),
+    ("check_attention_sublayer", with_piece(rope_halves=rope_from_zero)["attention_sublayer"],
+     "as if x's first token sat at position 0"),
+    ("check_attention_sublayer", with_piece(grouped_causal_attention=grouped_top_left)["attention_sublayer"],
+     "aligned top-left"),
+    ("check_decoder_block", block_post_norm, "post-norm"),
+], ids=["minus_1e9", "rope_from_zero", "top_left", "post_norm"])
+def test_more_named_mistakes(check, answer, named):
+    message = fails(getattr(checks, check), answer)
+    assert named in message, message
 
 
 # Loops that give the right tokens without the cached loop, written as a learner's cell: they call the chapter's

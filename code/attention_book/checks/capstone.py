@@ -30,8 +30,12 @@ ATTENTION = ["attention_book.sdpa.scaled_dot_product_attention", "attention_book
              "attention_book.grouped_sdpa.attend", "torch.nn.functional.scaled_dot_product_attention"]
 ROPE = ["attention_book.rope.rotate", "attention_book.rope.apply_rope", "attention_book.rope.Rope.__call__",
         "attention_book.rope.rope_cos_sin", "attention_book.rope.rope_frequencies"]
+# Copies of K and V for each query head: what the grouped attention (exercise 5) and everything built on it must not
+# make.
+NO_COPY = [("torch.Tensor.repeat_interleave", "which copies K and V for each query head"),
+           ("torch.repeat_interleave", "which copies K and V for each query head")]
 # Every piece of the package's decoder: what the whole-model pieces must not call (nor the final comparison).
-DECODER = ATTENTION + ROPE + [
+DECODER = ATTENTION + ROPE + NO_COPY + [
     "attention_book.attention_layer.GroupedQueryAttention.forward",
     "attention_book.attention_layer.GroupedQueryAttention.queries",
     "attention_book.attention_layer.GroupedQueryAttention.keys_values",
@@ -106,6 +110,10 @@ def check_masked_attention(fn):
                      ("a query with no allowed key must get zeros, not NaN",
                       lambda: expected.masked_fill(~mask.expand(*q.shape[:-1], S).any(-1, keepdim=True),
                                                    float("nan"))),
+                     ("a query with no allowed key (here the first query) must get zeros; it got the plain average "
+                      "of all the values, as if every key were allowed with equal weight",
+                      lambda: expected.masked_fill(~mask.expand(*q.shape[:-1], S).any(-1, keepdim=True), 0.0)
+                      + (~mask.expand(*q.shape[:-1], S).any(-1, keepdim=True)) * v.mean(-2, keepdim=True)),
                  ])
     print("✓ your masked_attention equals the book's scaled_dot_product_attention on 3 inputs, fully masked rows "
           "included.")
@@ -241,8 +249,7 @@ def check_grouped_causal_attention(fn):
     repeated by repeat_interleave (computed before the call, which refuses it and the package's attention).
     """
     gen = torch.Generator().manual_seed(164)
-    refuse = ATTENTION + [("torch.Tensor.repeat_interleave", "which copies K and V for each query head"),
-                          ("torch.repeat_interleave", "which copies K and V for each query head")]
+    refuse = ATTENTION + NO_COPY
     for B, h, g, L, S, d in [(1, 2, 1, 1, 3, 2), (1, 4, 2, 3, 3, 4), (2, 6, 3, 2, 5, 4), (1, 8, 2, 2, 96, 32)]:
         q = torch.randn(B, h, L, d, generator=gen)
         k, v = (torch.randn(B, g, S, d, generator=gen) for _ in range(2))
@@ -407,10 +414,45 @@ def _block_forward(block, x, cache):
     return DecoderBlock.forward(block, x, cache)
 
 
-def _check_layer_piece(fn, exercise, what, expected_of, seeds):
+def _sublayer(block, x, cached, rope_start=None, top_left=False):
+    """The attention sublayer of block on x (already its input) after the keys and values ``cached`` (k, v, length),
+    written out with the package's pieces, for the mistakes: RoPE from position ``rope_start`` (None: at the true
+    positions) and the causal mask aligned top-left if ``top_left``."""
+    attention, (k_cached, v_cached, n) = block.attention, cached
+    B, L, _ = x.shape
+    h, g, d_head = attention.n_heads, attention.n_kv_heads, attention.d_head
+    q = attention.q_proj(x).view(B, L, h, d_head).transpose(1, 2)
+    k, v = (proj(x).view(B, L, g, d_head).transpose(1, 2) for proj in (attention.k_proj, attention.v_proj))
+    start = n if rope_start is None else rope_start
+    cos, sin = rope_cos_sin(torch.arange(start, start + L), d_head, attention.rope.base)
+    q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+    k, v = torch.cat((k_cached[:, :, :n], k), dim=2), torch.cat((v_cached[:, :, :n], v), dim=2)
+    S = n + L
+    mask = torch.ones(L, S, dtype=torch.bool).tril() if top_left else causal_mask(L, S)
+    out, _ = scaled_dot_product_attention(q, k.repeat_interleave(h // g, 1), v.repeat_interleave(h // g, 1), mask)
+    return attention.o_proj(out.transpose(1, 2).reshape(B, L, h * d_head))
+
+
+def _sublayer_mistakes(block, x, cached):
+    return [("RoPE rotated x's queries and keys as if x's first token sat at position 0, whatever the cache held "
+             "before it", lambda: _sublayer(block, x, cached, rope_start=0)),
+            ("the causal mask is aligned top-left (query i sees keys 0 .. i); x's L queries are the last L of the "
+             "cached tokens and x's", lambda: _sublayer(block, x, cached, top_left=True))]
+
+
+def _block_mistakes(block, x, cached):
+    def post_norm():  # the norms after the sums: norm(x + attention(x)), then norm(h + mlp(h))
+        h = block.attention_norm(x + _sublayer(block, x, cached))
+        return block.mlp_norm(h + block.mlp(h))
+    return [("the norms are applied after the sums (post-norm: norm(x + attention(x))); this block is pre-norm: "
+             "each sublayer reads the normalised input and its output is added to the input itself", post_norm)]
+
+
+def _check_layer_piece(fn, exercise, what, expected_of, seeds, mistakes_of=None):
     """Run fn(x, layer, cache, config) on a tiny model's block 0 through a prefill and two steps with one cache,
     against the package's block (expected_of(block, x, cache)) through a KVCache; after each call, the keys and
-    values in the cache must be the package's (the keys rotated at their positions)."""
+    values in the cache must be the package's (the keys rotated at their positions). ``mistakes_of(block, x,
+    (k, v, length) cached before the call)``: the named mistakes of the output."""
     for seed, B, L0 in seeds:
         model, weights = _tiny_model(seed)
         block, layer, config = model.layers[0], weights.layers[0], weights.config
@@ -424,9 +466,12 @@ def _check_layer_piece(fn, exercise, what, expected_of, seeds):
         for x, wanted in zip(xs, expected, strict=True):
             tried = (f"x {tuple(x.shape)} with {cache['length']} tokens cached, a random block with h="
                      f"{config.n_heads}, g={config.n_kv_heads}, d_head={config.d_head}")
+            cached = (cache["k"].clone(), cache["v"].clone(), cache["length"])
             with torch.no_grad():
                 got = _call(fn, (x, layer, cache, config), exercise, refuse=DECODER)
-            _compare(what, tried, wanted, got, hint=_see_hint(exercise), atol=1e-5)
+            with torch.no_grad():
+                mistakes = mistakes_of(block, x, cached) if mistakes_of else []
+                _compare(what, tried, wanted, got, hint=_see_hint(exercise), atol=1e-5, mistakes=mistakes)
             n = cache["length"]
             if not isinstance(n, int) or not 0 < n <= max_len:
                 raise CheckFailed(f"{what} on {tried}: afterwards the cache's 'length' is {n!r}")
@@ -450,7 +495,7 @@ def _check_layer_piece(fn, exercise, what, expected_of, seeds):
                 "return (B, L, d_model): the block's grouped-query self-attention of x's tokens over every cached "
                 "token and themselves, causal, with queries and keys rotated by RoPE at their positions, x's keys "
                 "and values appended to the cache. Use your own pieces; do not call the package's layer, cache, "
-                "RoPE or attention.",
+                "RoPE or attention, nor repeat_interleave (it copies K and V for each query head).",
            hint="start = cache['length'], the position of x's first token. q = to_heads(x @ layer.w_q.T, "
                 "config.n_heads), k and v the same with w_k, w_v and config.n_kv_heads. Rotate q and k with "
                 "rope_halves(..., start, config.rope_base); then k, v = cache_append(cache, k, v); out = "
@@ -460,11 +505,12 @@ def check_attention_sublayer(fn):
 
     Tried on 2 tiny random blocks, each through a prefill, a decode step and a 2-token chunk with one cache;
     compared with the package's GroupedQueryAttention with Rope and KVCache (computed before the calls, which
-    refuse every piece of the package's decoder).
+    refuse every piece of the package's decoder, and repeat_interleave). Names RoPE from position 0 and a top-left
+    causal mask.
     """
     _check_layer_piece(fn, "attention_sublayer", "your attention_sublayer",
                        lambda block, x, cache: block.attention(x, is_causal=True, cache=cache)[0],
-                       [(1681, 1, 2), (1682, 2, 4)])
+                       [(1681, 1, 2), (1682, 2, 4)], _sublayer_mistakes)
     print("✓ your attention_sublayer equals the package's GroupedQueryAttention (RoPE, KVCache) through a prefill "
           "and two steps, on 2 random blocks.")
 
@@ -481,10 +527,10 @@ def check_decoder_block(fn):
     """fn(x, layer, cache, config) -> (B, L, d_model), one pre-norm block.
 
     Tried on 2 tiny random blocks through a prefill and two steps with one cache; compared with the package's
-    DecoderBlock (which refuses, with every piece of the package's decoder).
+    DecoderBlock (which refuses, with every piece of the package's decoder, and repeat_interleave). Names post-norm.
     """
     _check_layer_piece(fn, "decoder_block", "your decoder_block",
-                       _block_forward, [(1691, 1, 2), (1692, 2, 4)])
+                       _block_forward, [(1691, 1, 2), (1692, 2, 4)], _block_mistakes)
     print("✓ your decoder_block equals the package's DecoderBlock through a prefill and two steps, on 2 random "
           "blocks.")
 
@@ -504,8 +550,8 @@ def check_decoder_logits(fn):
     Tried on 3 tiny random decoders, each through a prefill, a decode step and a 2-token chunk; compared with the
     package's LlamaDecoder (last_only) with its caches, computed before (it refuses during the calls). The last
     one has a vocabulary of 4,096 tokens and a prefill of 16, measured (PeakTensorBytes): the new tensors the
-    prefill holds at once must stay below the bytes of the logits of all 16 positions, (B, L, V), which the
-    exercise does not ask for.
+    prefill holds at once must stay below the bytes of a (B, L, V) tensor (the logits of all 16 positions, which the
+    exercise does not ask for, or a one-hot of the ids).
     """
     for seed, B, L0, vocab in [(1701, 1, 2, 40), (1702, 2, 5, 40), (1703, 1, 16, 4096)]:
         model, weights = _tiny_model(seed, vocab=vocab)
@@ -526,10 +572,10 @@ def check_decoder_logits(fn):
             every_position = ids.numel() * config.vocab_size * wanted.element_size()  # (B, L, V) logits
             if measured and counter.peak >= every_position:
                 raise CheckFailed(f"your decoder_logits on {tried} and V={vocab:,}: it held {counter.peak:,} bytes "
-                                  f"of new tensors at once, as much as the logits of all {ids.shape[1]} positions, "
-                                  f"(B, L, V) ({every_position:,} bytes), while the logits asked for, those of the "
-                                  f"last position, take {got.nbytes:,}: the logits of the other positions are "
-                                  "computed for nothing")
+                                  f"of new tensors at once, at least the size of a (B, L, V) tensor "
+                                  f"({every_position:,} bytes: the logits of all {ids.shape[1]} positions, or a "
+                                  f"one-hot of the ids), while the logits asked for, those of the last position, "
+                                  f"take {got.nbytes:,}")
     print("✓ your decoder_logits equals the package's LlamaDecoder through a prefill and two steps, on 3 random "
           "decoders, computing the logits of the last position only.")
 

@@ -31,7 +31,7 @@ def check_pool_projection(fn):
         expected = pool_heads(weight, h, g, "mean", None, fan_in=d_model)  # what convert_to_gqa does
         _compare("your pool_projection", f"a weight {tuple(weight.shape)} with n_heads={h}, n_kv_heads={g}", expected,
                  _call(fn, (weight, h, g), "pool_projection", refuse=["attention_book.convert.pool_heads"]),
-                 hint=_see_hint("pool_projection"))
+                 hint=_see_hint("pool_projection"), mistakes=_pooling_mistakes(weight, h, g))
     print("✓ your pool_projection matches the package's pooling on 4 weights, MHA and MQA included.")
 
 
