@@ -156,25 +156,33 @@ def solved_link(name: str) -> str:
     return f"[Open with solutions]({colab_url(f'book/{name}')})"
 
 
-def header_block(name: str, meta: dict) -> str:
+def header_block(name: str, meta: dict, student: bool = False) -> str:
+    """The chapter's header; ``student``: as the student version shows it, which links the solved chapter, not
+    itself."""
     start, end = HEADER
+    colab = (f"**In Colab:** this is the student version, where each exercise's model solution is replaced by a stub "
+             f"for you to write; {solved_link(name)} opens the chapter with its model solutions in place."
+             if student else
+             f"**In Colab:** {student_link(name)} opens the student version, where each exercise's model solution "
+             f"is replaced by a stub for you to write; {solved_link(name)} opens the chapter with its model "
+             f"solutions in place.")
     return (f"{start}\n\n"
             f"**Time:** about {meta['time_read_minutes']} minutes to read and run, and "
             f"{meta['time_exercises_minutes']} minutes for the exercises.\n\n"
-            f"**In Colab:** {student_link(name)} opens the student version, where each exercise's model solution "
-            f"is replaced by a stub for you to write; {solved_link(name)} opens the chapter with its model "
-            f"solutions in place.\n\n"
+            f"{colab}\n\n"
             f"Tensor shapes are written with the letters B, L, S, h, g, d_model and d_head of the "
             f"[notation](notation.md) page.\n\n"
             f"{end}")
 
 
-def exercises_block(name: str) -> str:
+def exercises_block(name: str, student: bool = False) -> str:
+    """The link under the Exercises heading; ``student``: as the student version shows it (it is the stubs)."""
     start, end = EXERCISES_LINK
-    return (f"{start}\n\n"
-            f"Try them in the student version, where each model solution is replaced by a stub: "
-            f"{student_link(name)}.\n\n"
-            f"{end}")
+    text = ("This is the student version: each model solution is replaced by a stub that raises "
+            "`NotImplementedError`, and the check cell after it says whether your code is right; "
+            f"`checks.hint(\"name\")` prints a hint. The solved chapter: {solved_link(name)}." if student else
+            f"Try them in the student version, where each model solution is replaced by a stub: {student_link(name)}.")
+    return f"{start}\n\n{text}\n\n{end}"
 
 
 def with_header(source: str, block: str) -> str:

@@ -25,6 +25,7 @@ import sys
 import nbformat
 
 from book import ROOT, blob_url, chapters
+from chapter_header import EXERCISES_LINK, HEADER, block_pattern, exercises_block, header_block
 from exercises import has_solution, stub_solutions
 
 STUDENT = ROOT / "student"
@@ -39,7 +40,8 @@ NOTE_ID = "student-version-note"
 def note_cell(chapter: pathlib.Path):
     text = ("**Student version.** The exercises at the end are yours to write: each `raise NotImplementedError` "
             "marks code to replace, and the check cell after it says whether your answer is right, on which input "
-            "it went wrong, and what it expected. Run the setup cell first. The solved chapter is "
+            "it went wrong, and what it expected; `checks.hint(\"name\")`, with the name of the function you are "
+            "writing, prints a hint. Run the setup cell first. The solved chapter is "
             f"[book/{chapter.name}]({blob_url(f'book/{chapter.name}')}).")
     cell = nbformat.v4.new_markdown_cell(text, metadata={"tags": ["student-note"]})
     cell.id = NOTE_ID
@@ -62,6 +64,13 @@ def student_version(nb, chapter: pathlib.Path):
         if cell.cell_type == "code" and tags & RAISING and RAISES not in tags:
             cell.metadata["tags"] = [*cell.metadata["tags"], RAISES]
         cells.append(cell)
+    meta = nb.metadata.get("attention_book", {})
+    for cell in cells:  # the generated header and exercises link, as the student version says them (not itself)
+        if cell.cell_type == "markdown" and "time_read_minutes" in meta:
+            cell.source = block_pattern(HEADER).sub(lambda _: header_block(chapter.name, meta, student=True),
+                                                    cell.source, count=1)
+            cell.source = block_pattern(EXERCISES_LINK).sub(lambda _: exercises_block(chapter.name, student=True),
+                                                            cell.source, count=1)
     title = 1 if cells and cells[0].cell_type == "markdown" else 0
     cells.insert(title, note_cell(chapter))
     nb.cells = cells

@@ -13,6 +13,7 @@ import sys
 from collections import defaultdict
 
 import pytest
+from attention_book.experiments import claims as claims_module
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 COLAB_TIMES = {}  # notebook -> (seconds to run it, seconds of its setup cell), filled by test_colab.py
@@ -20,6 +21,10 @@ NATIVE_TIMES = defaultdict(float)  # book/NN_*.ipynb -> seconds nbval spent on i
 sys.path.insert(0, str(ROOT / "scripts"))
 # A folder that the pytest processes of one run share (the wheel, the colab run's reports), set by --colab-alongside.
 RUN_DIR_VARIABLE = "ATTENTION_BOOK_TEST_RUN_DIR"
+# Claims are strict in every test and in every kernel the tests start (they inherit the environment): a chapter's
+# claim that does not hold raises ClaimFailed there, where a reader's run prints ✗ and goes on
+# (attention_book.experiments.claims).
+os.environ[claims_module.STRICT] = "1"
 CHAPTER_TIMES = ROOT / "_build" / "chapter-times.md"
 
 # Markers set from the fixtures a test uses (the notebook marker: nbval's items of book/*.ipynb).

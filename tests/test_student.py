@@ -111,3 +111,14 @@ def test_the_capstone_tags_the_cells_that_run_the_learners_decoder():
     tagged = [c for c in chapter.cells if USES_EXERCISES in c.metadata.get("tags", [])]
     assert any("same_tokens_as_package(greedy_generate" in c.source for c in tagged)
     assert len(tagged) == len(cells_using_exercises(chapter)) >= 3
+
+
+@pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
+def test_a_student_version_links_the_solved_chapter_not_itself_and_names_the_hint(path):
+    from book import colab_url
+
+    text = "\n".join(c.source for c in nbformat.read(student_path(path), as_version=4).cells
+                     if c.cell_type == "markdown")
+    assert colab_url(f"student/{path.name}") not in text, f"student/{path.name} links to itself"
+    assert colab_url(f"book/{path.name}") in text, f"student/{path.name} does not link its solved chapter in Colab"
+    assert "this is the student version" in text and 'checks.hint("name")' in text
