@@ -1,7 +1,9 @@
 """What every exercise check shares: the failure type, the exercises' contracts and hints, calling the learner's
 function (with the package's own solution of the step made to refuse), comparing."""
 import contextlib
+import numbers
 import importlib
+import inspect
 import sys
 
 import torch
@@ -88,14 +90,43 @@ def _listed_copy(value, original):
             and code.co_code == own.co_code and code.co_names == own.co_names)
 
 
+def _resolve_loaded(dotted):
+    """``_resolve(dotted)``, or None for a name outside the package whose package is not loaded or, in the version
+    loaded, does not have it (transformers' classes change from one version to the next)."""
+    if dotted.startswith("attention_book."):
+        return _resolve(dotted)
+    if dotted.split(".")[0] not in sys.modules:
+        return None
+    try:
+        return _resolve(dotted)
+    except (AttributeError, ValueError):
+        return None
+
+
+def _entry(entry, why):
+    """(dotted name, why, when) of one entry of ``refusing``'s names: a name, (name, why) or (name, why, when)."""
+    entry = entry if isinstance(entry, tuple) else (entry,)
+    return (*entry, why, None)[:3] if len(entry) == 1 else (*entry, None)[:3]
+
+
 @contextlib.contextmanager
 def refusing(names, answer, why="the package's own solution of this step"):
     """While active, calling any of ``names`` (dotted names of functions, methods or classes) raises CheckFailed,
-    saying that ``answer`` (the learner's function) called it and ``why`` it may not (a name can come as a
-    (name, why) pair: ("torch.Tensor.repeat_interleave", "which the exercise says not to call")). Every binding of
-    the same object is replaced: the attribute itself, the package's modules that imported it by name, and the learner's
-    namespace (``answer.__globals__``), so ``from attention_book.sdpa import scaled_dot_product_attention`` is caught
-    too. Compute the expected result before entering: the package's own functions refuse inside."""
+    saying that ``answer`` (the learner's function) called it and ``why`` it may not. An entry is a name, a (name,
+    why) pair, ("torch.Tensor.repeat_interleave", "which the exercise says not to call"), or a (name, why, when)
+    triple: then only the calls for which ``when(*args, **kwargs)`` is true are refused, the others run as usual.
+
+    Every binding of the same object is replaced: the attribute itself, the package's modules that imported it by
+    name, and the learner's namespace (the globals of ``answer``, unwrapped), with a copy of the function that a
+    listing cell defined there; so ``from attention_book.sdpa import scaled_dot_product_attention`` is caught too.
+    A method is patched on its class. A name outside the package whose package is not loaded (transformers, gguf),
+    or lacks it in the version loaded, is skipped: the answer cannot have called it. Every name is resolved before
+    anything is patched, so their order does not matter. Compute the expected result before entering: the
+    package's own functions refuse inside."""
+    entries = [(dotted, because, when, *found) for dotted, because, when in map(lambda e: _entry(e, why), names)
+               if (found := _resolve_loaded(dotted))]
+    learners = getattr(inspect.unwrap(answer), "__globals__", {}) if callable(answer) else {}
+    spaces = [vars(m) for n, m in list(sys.modules.items()) if n.startswith("attention_book") and m] + [learners]
     patched = []  # (namespace or owner, name, original), restored in reverse order
 
     def replace(owner, name, original, refusal):
@@ -106,23 +137,19 @@ def refusing(names, answer, why="the package's own solution of this step"):
             setattr(owner, name, refusal)
 
     try:
-        for dotted in names:
-            dotted, because = dotted if isinstance(dotted, tuple) else (dotted, why)
-            owner, attribute, original = _resolve(dotted)
-
-            def refusal(*args, _name=dotted, _why=because, **kwargs):
+        for dotted, because, when, owner, attribute, original in entries:
+            def refusal(*args, _name=dotted, _why=because, _when=when, _original=original, **kwargs):
+                if _when is not None and not _when(*args, **kwargs):
+                    return _original(*args, **kwargs)
                 raise CheckFailed(f"{getattr(answer, '__name__', 'your answer')} calls {_name}, {_why}: "
                                   "the exercise is to write that step yourself")
             if isinstance(owner, type):  # a method: patching the class is enough (one inherited is shadowed)
                 replace(owner, attribute, owner.__dict__.get(attribute, _INHERITED), refusal)
                 continue
             replace(owner, attribute, original, refusal)
-            spaces = [vars(m) for n, m in list(sys.modules.items()) if n.startswith("attention_book") and m]
-            learners = getattr(answer, "__globals__", {})
-            for space in spaces + [learners]:
+            for space in spaces:
                 for name, value in list(space.items()):
-                    if (value is original or space is learners and _listed_copy(value, original)) \
-                            and not (space is vars(owner) and name == attribute):
+                    if value is original or space is learners and _listed_copy(value, original):
                         replace(space, name, value, refusal)
         yield
     finally:
@@ -154,6 +181,19 @@ def _call(fn, args, exercise, refuse=()):
         if hasattr(error, "add_note"):  # Python 3.11+
             error.add_note(f"(raised by {fn.__name__} on input: {', '.join(map(_describe, args))})")
         raise
+
+
+def _is_number(value, integer=False):
+    """Whether value is a plain number (an integer, if ``integer``): not a bool, a tensor or a string."""
+    kind = numbers.Integral if integer else numbers.Real
+    return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def _require_number(fn, tried, got):
+    """CheckFailed unless ``got`` is a plain number (a list, a tensor or a string is told so; a float goes on to the
+    check's own message about whole numbers)."""
+    if not _is_number(got):
+        raise CheckFailed(f"{fn.__name__} on ({tried}): expected a number (an int), got {_describe(got)}")
 
 
 def _worst(expected, got):

@@ -3,7 +3,7 @@ channel, and the cache bytes of a local/global layer pattern."""
 import torch
 
 from ..cache_diet import RingKVCache, cache_bytes_at, layer_windows, quantize_keys_per_channel
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
+from ._compare import _require_number, CheckFailed, _call, _compare, _exercise, _see_hint
 
 
 # what the answer may not call: the package's ring and the mask it would give for a whole sequence
@@ -189,6 +189,7 @@ def check_local_global_bytes(fn):
                     refuse=["attention_book.cache_diet.cache_bytes_at", "attention_book.cache_diet.layer_windows",
                             "attention_book.cache_diet.cache_bytes_per_token_at",
                             "attention_book.cache_diet.cached_tokens_at"])
+        _require_number(fn, f"{context}, {n_layers}, {lpg}, {window}, {g}, {d_head}, {b}", got)
         if got == expected and isinstance(got, int):
             continue
         per_token = 2 * g * d_head * b

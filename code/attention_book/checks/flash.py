@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from ..experiments.tensor_memory import PeakTensorBytes
 from ..flash import merge_partials
 from ..masks import causal_mask
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint, _size
+from ._compare import _require_number, CheckFailed, _call, _compare, _exercise, _see_hint, _size
 
 
 # what the answer may not call: the package's own tiled passes and online softmax, and any attention that holds the
@@ -171,6 +171,7 @@ def check_largest_block_k(fn):
     for budget, block_q, d_head, b in cases:  # the smallest first
         expected = _largest_block_k(budget, block_q, d_head, b)
         got = _call(fn, (budget, block_q, d_head, b), "largest_block_k")
+        _require_number(fn, f"{budget}, {block_q}, {d_head}, {b}", got)
         if isinstance(got, int) and not isinstance(got, bool) and got == expected:
             continue
         likely = ""

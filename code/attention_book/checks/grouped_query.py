@@ -1,6 +1,5 @@
 """Checks for chapter 8's exercises: where a query lands in the fold, repeat_kv, and the folded decode step over a
 preallocated cache, without copying it."""
-import contextlib
 
 import torch
 import torch.nn.functional as F
@@ -88,29 +87,9 @@ def check_repeat_kv(fn):
     print("✓ your repeat_kv matches repeat_interleave on 3 inputs, without calling it.")
 
 
-@contextlib.contextmanager
-def _refusing_enable_gqa(answer):
-    """While active, F.scaled_dot_product_attention with enable_gqa=True raises CheckFailed (the call without it runs
-    as usual), whether the answer calls it through F or imported it by name."""
-    original = F.scaled_dot_product_attention
-
-    def refusal(*args, **kwargs):
-        if kwargs.get("enable_gqa") or len(args) > 7 and args[7]:  # enable_gqa is SDPA's eighth argument
-            raise CheckFailed(f"{getattr(answer, '__name__', 'your answer')} calls F.scaled_dot_product_attention "
-                              "with enable_gqa=True, which the exercise says not to use: the exercise is to write "
-                              "that step yourself")
-        return original(*args, **kwargs)
-    space = getattr(answer, "__globals__", {})
-    names = [name for name, value in space.items() if value is original]
-    F.scaled_dot_product_attention = refusal
-    for name in names:
-        space[name] = refusal
-    try:
-        yield
-    finally:
-        F.scaled_dot_product_attention = original
-        for name in names:
-            space[name] = original
+def _asks_for_gqa(*args, **kwargs):
+    """Whether a call of F.scaled_dot_product_attention sets enable_gqa (its eighth argument)."""
+    return bool(kwargs.get("enable_gqa") or len(args) > 7 and args[7])
 
 
 def _decode_inputs(gen, B, h, g, S_max, length, d):
@@ -160,7 +139,9 @@ def check_folded_decode_step(fn):
     refused = ["attention_book.grouped_sdpa.grouped_query_sdpa", "attention_book.grouped_sdpa.attend",
                "attention_book.grouped_sdpa.gqa_by_repeating_kv", "attention_book.grouped_sdpa.gqa_with_enable_gqa",
                ("torch.Tensor.repeat_interleave", "which the exercise says not to call"),
-               ("torch.repeat_interleave", "which the exercise says not to call")]
+               ("torch.repeat_interleave", "which the exercise says not to call"),
+               ("torch.nn.functional.scaled_dot_product_attention",
+                "with enable_gqa=True, which the exercise says not to use", _asks_for_gqa)]
     for q, k_new, v_new, k_cache, v_cache, length in sorted(inputs, key=lambda i: _size(*i)):  # the smallest first
         (B, h, _, d), g = q.shape, k_cache.shape[1]
         k_old, v_old = k_cache.clone(), v_cache.clone()
@@ -168,7 +149,7 @@ def check_folded_decode_step(fn):
         expected = grouped_query_sdpa(q, k_full[:, :, :length + 1], v_full[:, :, :length + 1])
         tried = (f"q {tuple(q.shape)}, k_new {tuple(k_new.shape)}, a cache {tuple(k_cache.shape)} filled up to "
                  f"length={length}")
-        with torch.no_grad(), PeakTensorBytes() as counter, _refusing_enable_gqa(fn):
+        with torch.no_grad(), PeakTensorBytes() as counter:
             got = _call(fn, (q, k_new, v_new, k_cache, v_cache, length), "folded_decode_step", refuse=refused)
             peak = counter.peak
         folded = q.reshape(B, g, h // g, d)

@@ -1,7 +1,6 @@
 """Checks for chapter 6's exercises: cache sizes, cached decoding with buffers of one's own, and the longest context
 that fits."""
 import math
-import numbers
 
 import torch
 
@@ -10,7 +9,7 @@ from ..experiments.model_configs import MODELS as MODEL_TABLE
 from ..experiments.tensor_memory import PeakTensorBytes
 from ..kv_cache import kv_cache_bytes_per_token
 from ..masks import causal_mask
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
+from ._compare import _is_number, CheckFailed, _call, _compare, _exercise, _see_hint
 
 # (name, n_layers, n_kv_heads, d_head) of five models of the package's table (MHA, GQA and MQA among them)
 MODELS = [(m.name, m.n_layers, m.n_kv_heads, m.d_head) for m in MODEL_TABLE
@@ -57,22 +56,6 @@ CACHE_STEP = [
 # On the long input, new tensors of up to 8 times the buffers and the outputs (a loop that writes into its buffers
 # makes about 3 times, a cache copied at every call about 25 times)
 COPIES_ALLOWED = 8
-
-
-class _AllocatedBytes(PeakTensorBytes):
-    """PeakTensorBytes that also adds up the bytes of every new tensor made, freed or not (``total``)."""
-
-    def __init__(self):
-        super().__init__()
-        self.freed = 0
-
-    def _freed(self, n_bytes):
-        super()._freed(n_bytes)
-        self.freed += n_bytes
-
-    @property
-    def total(self):
-        return self.now + self.freed
 
 
 def _chunked_decode(layer, x, chunk, mask_kind):
@@ -150,7 +133,7 @@ def check_cached_decode(fn):
         calls = []
         hooks = _projection_calls(layer, B, calls)
         try:
-            with torch.no_grad(), _AllocatedBytes() as counter:
+            with torch.no_grad(), PeakTensorBytes() as counter:
                 got = _call(fn, (layer, x, chunk), "my_cached_decode", refuse=CACHE_STEP)
         finally:
             for hook in hooks:
@@ -246,9 +229,3 @@ def check_max_context(fn):
     # the last case is the question of the exercise: Llama 2 70B in fp16, 8 conversations, 80 GiB
     print(f"✓ max_context is right for {len(cases)} memory budgets and models. Your answer to the question: "
           f"{got:,} tokens for each of the {batch} conversations with {name}.")
-
-
-def _is_number(value, integer=False):
-    """Whether value is a plain number (an integer, if ``integer``): not a bool, a tensor or a string."""
-    kind = numbers.Integral if integer else numbers.Real
-    return isinstance(value, kind) and not isinstance(value, bool)

@@ -6,7 +6,7 @@ from ..experiments.model_configs import LATENT_MODELS
 from ..experiments.tensor_memory import PeakTensorBytes
 from ..mla import naive_attention
 from ..rope import Rope
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint, _size
+from ._compare import _require_number, CheckFailed, _call, _compare, _exercise, _see_hint, _size
 
 
 @_exercise("latent_tokens_in",
@@ -30,6 +30,7 @@ def check_latent_tokens_in(fn):
         per_token = n_layers * (d_c + d_r) * b
         expected = budget // per_token
         got = _call(fn, (budget, n_layers, d_c, d_r, b), "latent_tokens_in")
+        _require_number(fn, f"{budget}, {n_layers}, {d_c}, {d_r}, {b}", got)
         if got == expected and isinstance(got, int) and not isinstance(got, bool):
             continue
         likely = {budget // (n_layers * d_c * b): "only c_KV was counted: the RoPE key k^R is cached too",

@@ -2,7 +2,6 @@
 weights, and a GQA conversion of one layer."""
 import copy
 import math
-import sys
 
 import torch
 import torch.nn.functional as F
@@ -186,21 +185,10 @@ REFUSED_LAYERS = [
     ("torch.nn.functional.multi_head_attention_forward", "which the exercise says not to call"),
     ("torch.nn.MultiheadAttention.forward", "which the exercise says not to call"),
     ("torch.nn.TransformerEncoderLayer.forward", "which the exercise says not to call"),
+    # transformers' BERT, refused when it is loaded (refusing skips it otherwise: importing it would take seconds)
+    *(f"transformers.models.bert.modeling_bert.{name}.forward" for name in
+      ("BertLayer", "BertAttention", "BertSelfAttention", "BertSdpaSelfAttention")),
 ]
-TRANSFORMERS_BERT = "transformers.models.bert.modeling_bert"
-
-
-def _refused_layers():
-    """REFUSED_LAYERS, and transformers' BERT layer and attention when transformers is loaded (importing it only
-    to refuse it would take seconds)."""
-    if TRANSFORMERS_BERT not in sys.modules:
-        return REFUSED_LAYERS
-    module = sys.modules[TRANSFORMERS_BERT]
-    return REFUSED_LAYERS + [f"{TRANSFORMERS_BERT}.{name}.forward" for name in
-                             ("BertLayer", "BertAttention", "BertSelfAttention", "BertSdpaSelfAttention")
-                             if hasattr(module, name)]
-
-
 @_exercise("my_encoder_layer",
            task="given x (B, L, d_model), is_real (B, L), True for real tokens, weights, a dict of one BERT layer's "
                 "tensors by their checkpoint names without the layer prefix (each weight (out, in) as nn.Linear "
@@ -250,7 +238,7 @@ def check_encoder_layer(fn):
              "(out, in)", variant(transposed=False)),
             ("GELU's tanh approximation: BERT's gelu is the exact one", variant(gelu="tanh")),
         ]
-        got = _call(fn, (x, is_real, weights, n_heads, eps), "my_encoder_layer", refuse=_refused_layers())
+        got = _call(fn, (x, is_real, weights, n_heads, eps), "my_encoder_layer", refuse=REFUSED_LAYERS)
         if isinstance(got, torch.Tensor) and got.shape == expected.shape:
             got = torch.where(real, got, 0.0)  # whatever the padding rows hold
         _compare("your encoder layer", f"x {(B, L, d_model)} with {n_heads} heads and sentence lengths "

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..experiments.tensor_memory import PeakTensorBytes
+from ..llama.dequantize import dequantize
 from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _see_hint
 
 
@@ -160,7 +161,6 @@ def check_q4_1_matvec(fn):
     for n_rows, k in [(1, 32), (3, 64), (8, 96), (16, 256), (256, 1024)]:  # the smallest first
         raw = _q4_1_bytes((n_rows, k // 32), gen)
         x = torch.randn(k, generator=gen)
-        from ..llama.dequantize import dequantize  # here: the llama package is not imported with the checks
         expected = (dequantize(raw, "Q4_1", (n_rows, k)).double() @ x.double()).float()
 
         def product(d, m, q):  # (N,): the matrix-vector product of the blocks d q + m
@@ -236,7 +236,6 @@ def check_quantize_q4_1(fn):
     the package's dequantize reads the answer back: each number within half of its block's step, (largest -
     smallest) / 15, plus fp16's rounding of d and m. Refuses answers that call gguf's quantize.
     """
-    from ..llama.dequantize import dequantize  # here: the llama package is not imported with the checks
     gen = torch.Generator().manual_seed(26)
     for n_rows, k in [(1, 32), (2, 64), (4, 128), (8, 256)]:  # the smallest first
         w = torch.randn(n_rows, k, generator=gen) * (torch.rand(n_rows, 1, generator=gen) * 2 + 0.1) \

@@ -6,7 +6,7 @@ from ..rope import apply_rope, halves_to_pairs_rows, pairs_to_halves_rows
 from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
 
 ROPE_ITSELF = ["attention_book.rope.Rope.__call__", "attention_book.rope.Rope", "attention_book.rope.apply_rope",
-               "attention_book.rope.rotate", "attention_book.rope.rope_cos_sin"]  # __call__ before its class
+               "attention_book.rope.rotate", "attention_book.rope.rope_cos_sin"]
 
 
 @_exercise("next_positions",

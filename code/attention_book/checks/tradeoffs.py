@@ -2,7 +2,7 @@
 time for any model, and the Pareto front over any number of costs."""
 from ..experiments.model_configs import AttentionConfig
 from ..kv_cache import kv_cache_bytes_per_token
-from ._compare import CheckFailed, _call, _exercise
+from ._compare import _require_number, CheckFailed, _call, _exercise
 
 
 def _largest_batch(memory_bytes, weight_bytes, n_layers, n_kv_heads, d_head, context, bytes_per_element, window):
@@ -40,6 +40,7 @@ def check_largest_batch(fn):
             memory, weights = int(memory), int(weights)
         expected = _largest_batch(memory, weights, n_layers, g, d_head, context, b, window)
         got = _call(fn, (memory, weights, n_layers, g, d_head, context, b, window), "largest_batch")
+        _require_number(fn, f"{memory}, {weights}, {n_layers}, {g}, {d_head}, {context}, {b}, {window}", got)
         if isinstance(got, int) and not isinstance(got, bool) and got == expected:
             continue
         per_token = kv_cache_bytes_per_token(n_layers, g, d_head, b)

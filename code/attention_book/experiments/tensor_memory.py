@@ -14,11 +14,13 @@ from torch.utils._pytree import tree_leaves
 
 
 class PeakTensorBytes(TorchDispatchMode):
-    """``with PeakTensorBytes() as counter: ...`` then ``counter.peak``: the most bytes of new tensors alive at once."""
+    """``with PeakTensorBytes() as counter: ...`` then ``counter.peak``: the most bytes of new tensors alive at once
+    (``counter.total``: the bytes of all the new tensors made, freed or not)."""
 
     def __init__(self):
         super().__init__()
         self.now = self.peak = 0
+        self.total = 0  # every new tensor's bytes, freed or not
         self._known = weakref.WeakSet()  # storages already accounted for, new or not
 
     def _freed(self, n_bytes):
@@ -35,6 +37,7 @@ class PeakTensorBytes(TorchDispatchMode):
                 if storage not in self._known:
                     self._known.add(storage)
                     self.now += storage.nbytes()
+                    self.total += storage.nbytes()
                     self.peak = max(self.peak, self.now)
                     weakref.finalize(storage, self._freed, storage.nbytes())
         return out
