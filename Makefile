@@ -1,5 +1,5 @@
 # The two commands of the README. Both create .venv on first use and install requirements.txt into it.
-.PHONY: book test test-unit test-fast test-numerics lint execute setup-cells chapter-headers student course-map clean
+.PHONY: book test test-unit test-fast test-slow test-numerics lint execute setup-cells chapter-headers nbgrader-metadata student course-map clean
 
 PYTHON ?= python3
 VENV := .venv
@@ -24,48 +24,72 @@ book: $(INSTALLED)
 ## (default kernels, MKL's compatible path, one thread) and compares every output with the stored one.
 ## --colab-alongside runs the colab tests in a second pytest process beside the rest (their kernel uses one
 ## thread, so run after the rest they would leave a core idle); its log is _build/colab.log, and its results
-## join the summary, the exit status and the per-chapter time table (also in _build/chapter-times.md)
+## join the summary, the exit status and the per-chapter time table (also in _build/chapter-times.md).
+## The slow tests (marker slow: nbgrader, in an environment of its own) are left out, since make test is over its
+## time budget: make test-slow runs them
 test: lint
 	@test -x /usr/bin/chromium || test -x "$${CHROMIUM:-/nonexistent}" || scripts/install_chromium.sh
-	$(PY) -m pytest --colab-alongside
+	$(PY) -m pytest --colab-alongside -m "not slow"
 
-## make test-unit: the inner loop, a couple of minutes: the tests without the markers notebook, model,
+## make test-unit: the inner loop, a couple of minutes: the tests without the markers notebook, model, slow,
 ## browser, build and colab (pytest.ini lists them), with Hypothesis's "unit" profile (a third of the examples,
 ## tests/_hypothesis.py); make test draws them all
 test-unit: $(INSTALLED)
-	HYPOTHESIS_PROFILE=unit $(PY) -m pytest -m "not colab and not notebook and not model and not browser and not build"
+	HYPOTHESIS_PROFILE=unit $(PY) -m pytest -m "not colab and not notebook and not model and not browser and not build and not slow"
+
+## make test-slow: the tests that make test leaves out (marker slow): nbgrader's generate_assignment, autograde and
+## export on chapter 1 (tests/test_nbgrader.py; its first run on a machine installs nbgrader into
+## ~/.cache/attention-book, a few minutes)
+test-slow: $(INSTALLED)
+	$(PY) -m pytest -m slow
 
 ## make test-numerics: nbval over book/ and student/ under every numerics configuration this CPU can run
 ## (kernels: default, avx2, avx512; 1 and 2 threads)
 test-numerics: $(INSTALLED)
 	$(PY) scripts/numerics.py
 
-## make lint: ruff (ruff.toml) over the package, tests, scripts, benchmarks and the chapters' code cells
+## make lint: ruff (ruff.toml) over the package, tests, scripts, benchmarks and the chapters' code cells, and
+## actionlint over the forge's workflows (.github/workflows), with shellcheck on the shell of their run: steps
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/actionlint -shellcheck=$(VENV)/bin/shellcheck
 
 ## make test-fast: the same without the simulated Colab runs (minutes faster)
 test-fast: $(INSTALLED)
-	$(PY) -m pytest -m "not colab"
+	$(PY) -m pytest -m "not colab and not slow"
 
 ## make execute: re-run every chapter and store its outputs, then rewrite the chapters' headers (time estimates,
-## Colab links), the student versions (which keep the chapters' outputs) and the instructor guide's tables
-## (then run make test twice)
+## Colab links), the Colab notebooks (student versions and solved chapters, which keep the chapters' outputs) and
+## the instructor guide's tables (then run make test twice)
 execute: $(INSTALLED)
 	$(PY) scripts/setup_cell.py
 	$(PY) scripts/execute_notebooks.py
 	$(PY) scripts/chapter_header.py
+	$(PY) scripts/nbgrader_metadata.py
 	$(PY) scripts/student.py
+	$(PY) -m attention_book.grading.assignment
+	$(PY) scripts/colab.py
 	$(PY) scripts/course_map.py
 
-## make student: write student/NN_*.ipynb (exercises stubbed) from book/NN_*.ipynb; commit them
+## make student: write the notebooks Colab opens, from book/NN_*.ipynb with the site's markup rendered as plain
+## Markdown: student/NN_*.ipynb (exercises stubbed) and colab/NN_*.ipynb (solved), and the grader's copy of the
+## exercises and checks (code/attention_book/grading/assignments.json); commit them
 student: $(INSTALLED)
 	$(PY) scripts/student.py
+	$(PY) -m attention_book.grading.assignment
+	$(PY) scripts/colab.py
 
 ## make chapter-headers: rewrite each chapter's header (time estimate, Colab links, notation link), the link in its
-## Exercises section, and its metadata times and needs_chapters; then run make student and make course-map
+## Exercises section, and its metadata times and needs_chapters; then run make student (the Colab notebooks) and
+## make course-map
 chapter-headers: $(INSTALLED)
 	$(PY) scripts/chapter_header.py
+	$(PY) scripts/nbgrader_metadata.py
+
+## make nbgrader-metadata: write nbgrader's cell metadata into each chapter (exercise cells: autograded answers; check
+## cells: autograder tests); then run make student
+nbgrader-metadata: $(INSTALLED)
+	$(PY) scripts/nbgrader_metadata.py
 
 ## make course-map: rewrite the course-map table in book/instructors.md from the chapters' metadata
 course-map: $(INSTALLED)

@@ -1,6 +1,10 @@
-# nbgrader configuration for instructors (see book/instructors.md): the chapters mark their solutions with
-# nbgrader's own "### BEGIN SOLUTION" / "### END SOLUTION", so `nbgrader generate_assignment` can strip them
-# without nbgrader cell metadata (the chapters carry none).
+# nbgrader configuration for instructors (see book/instructors.md, "With nbgrader"). The chapters carry nbgrader's
+# cell metadata (written by scripts/nbgrader_metadata.py): each exercise cell is an autograded answer, each check
+# cell below it an autograder test worth 1 point, so generate_assignment, autograde and export need no cell marked
+# by hand.
 c = get_config()  # noqa: F821 (nbgrader provides it)
-c.ClearSolutions.enforce_metadata = False
+# The stub a learner sees in place of each model solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError(\"write your answer here\")"}
+# autograde runs the whole chapter; nbgrader's default limit, 30 seconds a cell, is too short for a chapter's
+# experiments on a slow machine (and an answer that loops forever still stops after this many seconds).
+c.Execute.timeout = 300

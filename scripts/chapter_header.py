@@ -7,9 +7,12 @@
 In each chapter it writes, each time between its own pair of HTML comment markers (Jupyter, Colab and the
 site hide the markers):
 - in the first markdown cell, in place of the hand-written "**Time:**" paragraph, the **header**: the time
-  line, the two Colab links (the student version, student/NN_name.ipynb, and the solved chapter,
-  book/NN_name.ipynb) with one sentence saying which is which, and a link to the notation page;
-- in the "## Exercises" cell, under its heading, one line linking the student version.
+  line, the two Colab links (the student version, student/NN_name.ipynb, and the solved chapter as written for
+  Colab, colab/NN_name.ipynb: scripts/student.py and scripts/colab.py) with one sentence saying which is which,
+  and a link to the notation page;
+- in the "## Exercises" cell, under its heading, the exercises' preamble, one text for every chapter:
+  what an exercise and its check do, `checks.hint`, and the link to the student version (the student
+  version says it its own way and links the solved chapter: scripts/student.py).
 The "**Prerequisites:**" paragraph above the header stays hand-written.
 
 It also sets, in the notebook metadata ``attention_book``:
@@ -153,7 +156,7 @@ def student_link(name: str) -> str:
 
 
 def solved_link(name: str) -> str:
-    return f"[Open with solutions]({colab_url(f'book/{name}')})"
+    return f"[Open with solutions]({colab_url(f'colab/{name}')})"
 
 
 def header_block(name: str, meta: dict, student: bool = False) -> str:
@@ -176,12 +179,25 @@ def header_block(name: str, meta: dict, student: bool = False) -> str:
 
 
 def exercises_block(name: str, student: bool = False) -> str:
-    """The link under the Exercises heading; ``student``: as the student version shows it (it is the stubs)."""
+    """The preamble under the Exercises heading, the same in every chapter: what an exercise asks, what its check
+    says, ``checks.hint`` and the other version's link; ``student``: as the student version says it (it holds the
+    stubs and links the solved chapter, not itself)."""
     start, end = EXERCISES_LINK
-    text = ("This is the student version: each model solution is replaced by a stub that raises "
-            "`NotImplementedError`, and the check cell after it says whether your code is right; "
-            f"`checks.hint(\"name\")` prints a hint. The solved chapter: {solved_link(name)}." if student else
-            f"Try them in the student version, where each model solution is replaced by a stub: {student_link(name)}.")
+    checks = ("When your function passes, the check prints one line that starts with ✓ and says what it tried; when "
+              "it fails, it stops with an error that says which input it tried, what it expected and what came back. "
+              "Where the package has its own version of the function, it is made to fail while yours runs, so a "
+              "check also fails if your code calls it. If you are stuck, `checks.hint(\"name\")`, with the name of "
+              "the function you are writing, prints a hint.")
+    if student:
+        text = ("This is the student version: each exercise asks for one function, whose model solution is replaced "
+                "by a stub that raises `NotImplementedError`. Write your code in its place and run the check cell "
+                f"after it, which tries your function on several inputs. {checks}\n\n"
+                f"The solved chapter, with every model solution in place: {solved_link(name)}.")
+    else:
+        text = ("Each exercise asks for one function, and the check cell after it tries that function on several "
+                "inputs. Here the model solutions are in place (on the site each is hidden behind a toggle). Write "
+                "your own in the student version, where each model solution is replaced by a stub that raises "
+                f"`NotImplementedError`: {student_link(name)}. {checks}")
     return f"{start}\n\n{text}\n\n{end}"
 
 

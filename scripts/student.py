@@ -13,8 +13,10 @@ In a student version:
   section 3 runs the learner's decoder, prints its answer, and makes claims about it): its outputs are cleared too,
   since the solved chapter's would show what the learner has not written yet, and it is tagged ``raises-exception``,
   since it fails as long as an exercise is a stub (nbval and "Run All" go on past it, as past a check cell);
-- a short note after the title says what to do and links the solved chapter;
-- everything else is kept, the setup cell included, so the notebook opens in Colab on its own.
+- a short note after the title says what to do and links the solved chapter (its Colab notebook, colab/NN_name.ipynb);
+- everything else is kept, the setup cell included, so the notebook opens in Colab on its own;
+- then, as for every notebook a Colab link opens, the site's MyST markup is rendered as plain Markdown and the claim
+  cells become titled forms (scripts/colab.py, ``colab_version``).
 The student versions are committed (Colab opens them from the repository); tests/test_student.py fails
 when they are out of date.
 """
@@ -24,8 +26,9 @@ import sys
 
 import nbformat
 
-from book import ROOT, blob_url, chapters
-from chapter_header import EXERCISES_LINK, HEADER, block_pattern, exercises_block, header_block
+from book import ROOT, chapters
+from chapter_header import EXERCISES_LINK, HEADER, block_pattern, exercises_block, header_block, solved_link
+from colab import colab_version, notebook_text
 from exercises import has_solution, stub_solutions
 
 STUDENT = ROOT / "student"
@@ -41,15 +44,15 @@ def note_cell(chapter: pathlib.Path):
     text = ("**Student version.** The exercises at the end are yours to write: each `raise NotImplementedError` "
             "marks code to replace, and the check cell after it says whether your answer is right, on which input "
             "it went wrong, and what it expected; `checks.hint(\"name\")`, with the name of the function you are "
-            "writing, prints a hint. Run the setup cell first. The solved chapter is "
-            f"[book/{chapter.name}]({blob_url(f'book/{chapter.name}')}).")
+            f"writing, prints a hint. Run the setup cell first. The solved chapter: {solved_link(chapter.name)}.")
     cell = nbformat.v4.new_markdown_cell(text, metadata={"tags": ["student-note"]})
     cell.id = NOTE_ID
     return cell
 
 
 def student_version(nb, chapter: pathlib.Path):
-    """The student notebook for chapter ``nb`` (a new notebook; ``nb`` is not changed)."""
+    """The student notebook for chapter ``nb``, before its markup is rendered for Colab (a new notebook; ``nb`` is
+    not changed)."""
     nb = copy.deepcopy(nb)
     cells = []
     for cell in nb.cells:
@@ -78,8 +81,8 @@ def student_version(nb, chapter: pathlib.Path):
 
 
 def render(chapter: pathlib.Path) -> str:
-    text = nbformat.writes(student_version(nbformat.read(chapter, as_version=4), chapter))
-    return text if text.endswith("\n") else text + "\n"
+    """student/NN_name.ipynb's text: the student version of book/NN_name.ipynb, rendered for Colab."""
+    return notebook_text(colab_version(student_version(nbformat.read(chapter, as_version=4), chapter), chapter))
 
 
 def student_path(chapter: pathlib.Path) -> pathlib.Path:

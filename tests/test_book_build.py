@@ -1,4 +1,5 @@
-"""The site builds from the stored outputs with no warnings, and each chapter page has its Colab button."""
+"""The site builds from the stored outputs with no warnings, and each chapter page has its Colab button, which opens
+the notebooks rendered for Colab (colab/ and student/, scripts/colab_button.py), never the chapter's MyST source."""
 import yaml
 from conftest import ROOT, chapter_paths
 
@@ -10,8 +11,10 @@ def test_book_builds_without_warnings(built_book):
     slug = repo["url"].removeprefix("https://github.com/")
     for path in chapter_paths():
         page = (built_book.html / "book" / f"{path.stem}.html").read_text()
-        colab = f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/book/{path.name}"
-        assert colab in page, f"{path.name}: no Colab button pointing at {colab}"
+        colab = f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/"
+        for folder in ("colab", "student"):
+            assert f'href="{colab}{folder}/{path.name}"' in page, f"{path.name}: no Colab link to {folder}/{path.name}"
+        assert f"{colab}book/" not in page, f"{path.name}: a Colab link opens the chapter's source, not colab/"
 
 
 def test_mathjax_is_served_by_the_site(built_book):

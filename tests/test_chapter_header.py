@@ -38,8 +38,29 @@ def test_every_chapter_links_its_student_version_in_its_intro_and_its_exercises(
     path, nb = chapter
     student = colab_url(f"student/{path.name}")
     assert f"[Open the exercises in Colab]({student})" in intro(nb)
-    assert f"[Open with solutions]({colab_url(f'book/{path.name}')})" in intro(nb)
+    assert f"[Open with solutions]({colab_url(f'colab/{path.name}')})" in intro(nb)  # the Colab rendering
     assert f"[Open the exercises in Colab]({student})" in exercises_cell(nb)
+
+
+# What the generated preamble says about how the exercises work, which no chapter repeats in its own words.
+PREAMBLE_WORDS = ("NotImplementedError", "checks.hint", "behind a toggle", "student version")
+
+
+def test_every_exercises_section_opens_with_the_one_generated_preamble(chapter):
+    """The solved chapter's preamble says what an exercise and its check do, names `checks.hint`, and links the
+    student version; the chapter's own text after it (the section's markdown cells) repeats none of it."""
+    path, nb = chapter
+    split = chapter_header.exercises_index(nb)
+    block = chapter_header.exercises_block(path.name)
+    assert block in nb.cells[split].source
+    for words in ("stub that raises `NotImplementedError`", "check cell after it", 'checks.hint("name")',
+                  f"[Open the exercises in Colab]({colab_url(f'student/{path.name}')})"):
+        assert words in block, f"the exercises' preamble no longer says {words!r}"
+    own = [chapter_header.block_pattern(chapter_header.EXERCISES_LINK).sub(" ", cell.source)
+           for cell in nb.cells[split:] if cell.cell_type == "markdown"]
+    repeated = [w for w in PREAMBLE_WORDS if any(w in text for text in own)]
+    assert repeated == [], (f"{path.name}: its Exercises section says {repeated} in its own words; the generated "
+                            "preamble (scripts/chapter_header.py, exercises_block) says it for every chapter")
 
 
 def test_every_chapter_links_the_notation_page(chapter):

@@ -1,9 +1,23 @@
 """claim() prints a stable line when a chapter's sentence holds. When it does not: on a reader's run it prints ✗, what
-was measured and what to do, and the notebook goes on; in the tests (strict, tests/conftest.py) it raises."""
+was measured and what to do (rerun a timing claim; report any other), and the notebook goes on; in the tests (strict,
+tests/conftest.py) it raises. Every chapter marks its timing claims."""
+import ast
+import re
+
 import nbformat
 import pytest
 import torch
-from attention_book.experiments.claims import STRICT, WHAT_TO_DO, ClaimFailed, claim, strict
+import yaml
+from attention_book.experiments.claims import (
+    REPORT_FAILURE,
+    REPOSITORY_URL,
+    RERUN_TIMING,
+    STRICT,
+    ClaimFailed,
+    claim,
+    strict,
+)
+from conftest import ROOT, chapter_paths
 from nbclient import NotebookClient
 
 
@@ -39,12 +53,68 @@ def test_a_failed_strict_claim_is_an_assertion_error():
         claim(1 > 2, "one is more than two")
 
 
-def test_on_a_readers_run_a_failed_claim_prints_a_cross_the_measurement_and_what_to_do(readers_run, capsys):
-    assert claim(False, "MQA is faster", measured="1.2 ms against 1.1 ms") is None
+def test_on_a_readers_run_a_failed_claim_prints_a_cross_the_measurement_and_how_to_report_it(readers_run, capsys):
+    assert claim(False, "the outputs agree", measured="diff 0.3") is None
+    out = capsys.readouterr().out
+    assert out.splitlines() == ["✗ the outputs agree", "  On this run it does not hold (measured: diff 0.3).",
+                                f"  {REPORT_FAILURE}"]
+    assert f"report it at {REPOSITORY_URL}/issues" in REPORT_FAILURE and "rerun" not in REPORT_FAILURE
+
+
+def test_on_a_readers_run_a_failed_timing_claim_says_to_rerun_it(readers_run, capsys):
+    assert claim(False, "MQA is faster", measured="1.2 ms against 1.1 ms", timing=True) is None
     out = capsys.readouterr().out
     assert out.splitlines() == ["✗ MQA is faster", "  On this run it does not hold (measured: 1.2 ms against 1.1 ms).",
-                                f"  {WHAT_TO_DO}"]
-    assert "run this cell" in WHAT_TO_DO and "report it" in WHAT_TO_DO  # a timing: again; otherwise: report
+                                f"  {RERUN_TIMING}"]
+    assert "close other programs and rerun this cell and the one that measures" in RERUN_TIMING
+    assert "report" not in RERUN_TIMING
+
+
+def test_a_strict_timing_claim_raises_as_any_other():
+    with pytest.raises(ClaimFailed, match="claims that MQA is faster"):
+        claim(False, "MQA is faster", timing=True)
+
+
+def test_the_package_reports_to_the_repository_of_config_yml():
+    """The package cannot read _config.yml in Colab, so it holds the address; a fork changes both."""
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    assert url == REPOSITORY_URL, (f"_config.yml's repository.url is {url}, attention_book.experiments.claims."
+                                   f"REPOSITORY_URL {REPOSITORY_URL}: make them the same")
+
+
+# Words of a sentence about measured seconds, speeds, bandwidths or speedups: such a claim is a timing claim.
+TIMING_WORDS = re.compile(r"faster|slower|slows? down|as fast|longer|as long|of the time|take times|adds more time|"
+                          r"time grows|\bspeed\b|\brate\b|bandwidth|ridge point|compute ceiling|"
+                          r"of (?:a|the) (?:decode )?step\b")
+
+
+def claim_calls(path):
+    """(the claim's sentence as written, whether it is marked timing=True) for each claim() call in the chapter."""
+    calls = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code" or "claim(" not in cell.source:
+            continue
+        source = "\n".join("#" + line if line.lstrip().startswith(("%", "!")) else line
+                           for line in cell.source.splitlines())
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "claim" and len(node.args) > 1:
+                timing = any(k.arg == "timing" and getattr(k.value, "value", None) is True for k in node.keywords)
+                calls.append((ast.get_source_segment(source, node.args[1]), timing))
+    return calls
+
+
+@pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name[:2])
+def test_a_chapters_timing_claims_and_only_those_are_marked_timing(path):
+    calls = claim_calls(path)
+    unmarked = [sentence for sentence, timing in calls if TIMING_WORDS.search(sentence) and not timing]
+    marked = [sentence for sentence, timing in calls if timing and not TIMING_WORDS.search(sentence)]
+    assert unmarked == [], f"{path.name}: claims about a time or speed without timing=True: {unmarked}"
+    assert marked == [], f"{path.name}: claims marked timing=True that speak of no time or speed: {marked}"
+
+
+def test_the_chapters_mark_their_timing_claims():
+    counts = {path.name[:2]: sum(timing for _, timing in claim_calls(path)) for path in chapter_paths()}
+    assert sum(counts.values()) == 45 and counts["06"] == 13 and counts["04"] == 0, counts
 
 
 @pytest.mark.parametrize("value", ["", "0"])

@@ -1,5 +1,8 @@
 """Colab, simulated: every chapter, with its student version's stubs, runs alone in a fresh kernel.
 
+What runs is what a learner opens in Colab: the chapter as rendered for it (colab/NN_name.ipynb, scripts/colab.py) and
+its student version (student/NN_name.ipynb), whose code is the chapter's (tests/test_colab_notebooks.py).
+
 - The notebook is copied alone into an empty temporary folder, which is the kernel's working directory.
 - The kernel's Python is a virtual environment (.venv-colab: hard links to one made once per machine and set of
   pins in ~/.cache/attention-book, so that a fresh clone does not wait for it) holding only what Colab
@@ -48,6 +51,7 @@ from conftest import COLAB_TIMES, ROOT, chapter_paths
 from nbclient import NotebookClient
 from nbval.plugin import coalesce_streams, transform_streams_for_comparison
 
+from colab import colab_path
 from exercises import has_solution
 from numerics import configurations
 from setup_cell import SOURCE_VARIABLE, first_code_cell, pip_extras
@@ -325,7 +329,7 @@ def colab_order(chapters):
 
 @pytest.mark.parametrize("chapter", colab_order(chapter_paths()), ids=lambda p: p.stem)
 def test_chapter_and_its_student_version_run_alone_in_colab(colab_python, kernel, chapter, tmp_path):
-    merged = with_student_stubs(nbformat.read(chapter, as_version=4),
+    merged = with_student_stubs(nbformat.read(colab_path(chapter), as_version=4),
                                 nbformat.read(student_path(chapter), as_version=4))
     nb, seconds, setup_seconds = simulate(colab_python, kernel, merged, tmp_path)
     COLAB_TIMES[f"book/{chapter.name} + student stubs"] = (seconds, setup_seconds)
@@ -345,7 +349,7 @@ def test_chapter_and_its_student_version_run_alone_in_colab(colab_python, kernel
             stubs_checked += 1
         else:
             assert errors_of(cell) == [], f"{chapter.name}: cell {index} raised: {errors_of(cell)}"
-    stored = nbformat.read(chapter, as_version=4).cells
+    stored = nbformat.read(colab_path(chapter), as_version=4).cells
     assert stubs_checked == sum(has_solution(c.source) for c in stored)
     ran = {cell.id: cell for cell in nb.cells}
     differ = [index for index, cell in enumerate(stored)

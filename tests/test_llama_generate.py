@@ -11,7 +11,8 @@ from torch import nn
 from attention_book.llama.decoder import LlamaDecoder
 from attention_book.llama.generate import generate_greedy
 from attention_book.llama.loader import LlamaConfig
-from attention_book.llama.traffic import decode_step_seconds, decode_tokens_per_s
+from attention_book.llama import traffic
+from attention_book.llama.traffic import decode_step_seconds, decode_step_seconds_added, decode_tokens_per_s
 
 TINY = LlamaConfig(n_layers=2, d_model=32, n_heads=4, n_kv_heads=2, d_head=8, d_ff=48, vocab_size=50,
                    rope_base=10_000.0, rms_eps=1e-5, context_length=64, eos_id=2)
@@ -58,3 +59,22 @@ def test_decode_tokens_per_s_is_a_positive_rate_whatever_the_clock(monkeypatch):
         decode_tokens_per_s(model, prompt, 4, runs=2)
     with pytest.raises(ValueError, match="n_new=0"):
         decode_tokens_per_s(model, prompt, 0)
+
+
+def test_decode_step_seconds_added_is_the_median_of_paired_differences(monkeypatch):
+    clock = [0.0]
+    # the long step takes 3 ticks more than the short one, except in one pair, where another program held the core
+    # during the short step: a difference of two separate best times could not tell; the median of pairs ignores it
+    extra = iter([0.0, 0.0] + [0.0] * 4 + [50.0] + [0.0] * 4)  # warm-ups, then the short steps' delays in turn
+
+    def step_after(model, batch_size, context):
+        def step():
+            clock[0] += (1.0 if context == 8 else 4.0) + (next(extra) if context == 8 else 0.0)
+        return step
+    monkeypatch.setattr(traffic, "_decode_step_after", step_after)
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+    assert decode_step_seconds_added(None, 1, 8, 64, pairs=9) == 3.0
+    with pytest.raises(ValueError, match="short=64, long=8"):
+        decode_step_seconds_added(None, 1, 64, 8)
+    with pytest.raises(ValueError, match="pairs=0"):
+        decode_step_seconds_added(None, 1, 8, 64, pairs=0)

@@ -17,12 +17,15 @@ def test_the_wheel_builds_with_warnings_as_errors_and_carries_its_metadata(packa
         metadata = email.message_from_bytes(archive.read(info))
         licence = archive.read(next(n for n in names if n.endswith("licenses/LICENSE"))).decode()
         notice = archive.read("attention_book/llama/data/README.md").decode()  # KeyError if it is not shipped
+        entry_points = archive.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert metadata["Version"] == attention_book.__version__
     assert metadata["License-Expression"] == "MIT"
     assert metadata["Requires-Python"] == ">=3.11"
     assert "MIT License" in licence
     assert "attention_book/experiments/data/mha_to_gqa.csv" in names  # chapter 9's stored results travel along
     assert "attention_book/llama/data/heldout.txt" in names  # chapter 12's and 15's texts travel with their licence
+    assert "attention_book/grading/assignments.json" in names  # the grader's chapters: grading needs no checkout
+    assert "attention-book = attention_book.grading.cli:main" in entry_points  # the command
     assert "CC BY 4.0" in notice, notice
 
 

@@ -1,5 +1,8 @@
 """The committed student versions (student/NN_*.ipynb) are exactly what scripts/student.py writes.
 
+They are rendered for Colab (scripts/colab.py): what this file says of a student version's code holds as well after
+rendering, which changes only markdown and the claim cells' first line (tests/test_colab_notebooks.py).
+
 That the student versions run up to their first exercise, that every check fails on its stub with a
 helpful message and passes with the solution put back: tests/test_exercises.py (in-process) and
 tests/test_colab.py (in a fresh kernel, as in Colab).
@@ -120,5 +123,22 @@ def test_a_student_version_links_the_solved_chapter_not_itself_and_names_the_hin
     text = "\n".join(c.source for c in nbformat.read(student_path(path), as_version=4).cells
                      if c.cell_type == "markdown")
     assert colab_url(f"student/{path.name}") not in text, f"student/{path.name} links to itself"
-    assert colab_url(f"book/{path.name}") in text, f"student/{path.name} does not link its solved chapter in Colab"
+    assert colab_url(f"colab/{path.name}") in text, f"student/{path.name} does not link its solved chapter in Colab"
     assert "this is the student version" in text and 'checks.hint("name")' in text
+
+
+@pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
+def test_a_student_versions_exercises_section_says_how_to_work_and_links_the_solved_chapter(path):
+    """Under its Exercises heading the student version says what it holds (stubs that raise, a check after each,
+    the hint) and links the solved chapter, not itself; nothing there speaks of a toggle, which only the site has."""
+    from book import colab_url
+    from chapter_header import EXERCISES_LINK, block_pattern, exercises_index
+
+    student = nbformat.read(student_path(path), as_version=4)
+    section = student.cells[exercises_index(student)].source
+    block = block_pattern(EXERCISES_LINK).search(section).group()
+    for words in ("This is the student version", "stub that raises `NotImplementedError`", "check cell after it",
+                  'checks.hint("name")', f"]({colab_url(f'colab/{path.name}')})"):
+        assert words in block, f"student/{path.name}: its exercises' preamble does not say {words!r}"
+    assert colab_url(f"student/{path.name}") not in section, f"student/{path.name}: its exercises link to themselves"
+    assert "toggle" not in section, f"student/{path.name}: its exercises speak of the site's toggles"

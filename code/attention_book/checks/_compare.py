@@ -1,21 +1,62 @@
-"""What every exercise check shares: the failure type, the exercises' contracts and hints, calling the learner's
-function (with the package's own solution of the step made to refuse), comparing."""
+"""What every exercise check shares: the failure type, the seeds of the random inputs (and their variant), the
+exercises' contracts and hints, calling the learner's function (with the package's own solution of the step made to
+refuse), comparing."""
 import contextlib
 import numbers
 import importlib
 import inspect
+import os
 import sys
 
 import torch
 
+from ..grading import results
+
 
 class CheckFailed(AssertionError):
-    """An exercise's answer is missing or wrong; the message says how."""
+    """An exercise's answer is missing or wrong; the message says how, and ``kind`` says which of the two (for the
+    grader: attention_book.grading.results' outcomes; a wrong answer unless set)."""
+
+    kind = results.WRONG
 
     def _render_traceback_(self):
         """IPython (Jupyter, Colab) shows these lines instead of a traceback: the message says it all."""
         return [f"\x1b[0;31mCheckFailed\x1b[0m: {line}" if i == 0 else line
                 for i, line in enumerate(str(self).splitlines() or [""])]
+
+
+def _failed(message, kind):
+    """A CheckFailed of the given ``kind`` (attention_book.grading.results' NOT_WRITTEN or REFUSED)."""
+    error = CheckFailed(message)
+    error.kind = kind
+    return error
+
+
+# The variant of the checks' random inputs (ATTENTION_BOOK_CHECK_VARIANT): 0, the default, gives the inputs the
+# chapters' stored outputs were made with; another number (``attention-book grade --variant SEED``) gives other
+# inputs, so that an answer that looks up the public inputs' outputs fails.
+_VARIANT_STRIDE = 1_000_003  # a prime above every seed a check uses, so that no two (seed, variant) pairs meet
+
+
+def _variant():
+    """The variant set by ATTENTION_BOOK_CHECK_VARIANT (an integer; 0 when unset)."""
+    value = os.environ.get(results.VARIANT_VARIABLE, "").strip() or "0"
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{results.VARIANT_VARIABLE} must be an integer (the variant of the checks' inputs), "
+                         f"got {value!r}") from None
+
+
+def _seed(seed):
+    """The seed a check uses where its inputs are numbered ``seed``: ``seed`` itself in variant 0, another one in
+    every other variant. Every seed in the checks goes through here."""
+    return seed + _VARIANT_STRIDE * _variant()
+
+
+def _generator(seed):
+    """``torch.Generator().manual_seed(_seed(seed))``: a check's own generator, leaving the global one alone."""
+    return torch.Generator().manual_seed(_seed(seed))
 
 
 # exercise name (the function the learner writes) -> (task, hint), filled by @_exercise on each check
@@ -26,13 +67,21 @@ def _exercise(name, task, hint):
     """Register the exercise whose function the learner names ``name``.
 
     ``task`` is its contract, shown when the function is still a stub: what it takes and must return, never how.
-    ``hint`` is the method, shown only on request by ``hint(name)``.
+    ``hint`` is the method, shown only on request by ``hint(name)``. Each run of the check is recorded for the
+    grader when ATTENTION_BOOK_CHECK_RESULTS is set (attention_book.grading.results).
     """
     def register(check):
         EXERCISES[name] = (task, hint)
+        check = results.recorded(check, name, _variant)
         check.exercise = name
         return check
     return register
+
+
+def _recorded(exercise):
+    """Record each run of a check that is not an exercise's own (chapter 16's ``same_tokens_as_package``) under
+    ``exercise`` when ATTENTION_BOOK_CHECK_RESULTS is set, as ``_exercise`` does for the exercises' checks."""
+    return lambda check: results.recorded(check, exercise, _variant)
 
 
 def hint(name):
@@ -141,8 +190,8 @@ def refusing(names, answer, why="the package's own solution of this step"):
             def refusal(*args, _name=dotted, _why=because, _when=when, _original=original, **kwargs):
                 if _when is not None and not _when(*args, **kwargs):
                     return _original(*args, **kwargs)
-                raise CheckFailed(f"{getattr(answer, '__name__', 'your answer')} calls {_name}, {_why}: "
-                                  "the exercise is to write that step yourself")
+                raise _failed(f"{getattr(answer, '__name__', 'your answer')} calls {_name}, {_why}: "
+                              "the exercise is to write that step yourself", results.REFUSED)
             if isinstance(owner, type):  # a method: patching the class is enough (one inherited is shadowed)
                 replace(owner, attribute, owner.__dict__.get(attribute, _INHERITED), refusal)
                 continue
@@ -176,7 +225,8 @@ def _call(fn, args, exercise, refuse=()):
         raise
     except NotImplementedError:
         task = EXERCISES[exercise][0]
-        raise CheckFailed(f"{fn.__name__} is not written yet: {task} ({_see_hint(exercise)})") from None
+        raise _failed(f"{fn.__name__} is not written yet: {task} ({_see_hint(exercise)})",
+                      results.NOT_WRITTEN) from None
     except Exception as error:
         if hasattr(error, "add_note"):  # Python 3.11+
             error.add_note(f"(raised by {fn.__name__} on input: {', '.join(map(_describe, args))})")

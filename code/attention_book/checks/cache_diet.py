@@ -3,7 +3,7 @@ channel, and the cache bytes of a local/global layer pattern."""
 import torch
 
 from ..cache_diet import RingKVCache, cache_bytes_at, layer_windows, quantize_keys_per_channel
-from ._compare import _require_number, CheckFailed, _call, _compare, _exercise, _see_hint
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _require_number, _see_hint
 
 
 # what the answer may not call: the package's ring and the mask it would give for a whole sequence
@@ -56,7 +56,7 @@ def check_ring_append(fn):
     chunk (the old slots then the chunk) and its causal_mask, with the package's ring and window_mask made to
     refuse.
     """
-    gen = torch.Generator().manual_seed(16)
+    gen = _generator(16)
     rings = [(1, 1, 2, 3, 0, [2, 1, 1, 4, 1]), (1, 2, 2, 4, 1, [1, 3, 1, 1, 6, 2]),
              (2, 1, 3, 5, 2, [7, 1, 1, 3, 1, 9]), (1, 2, 4, 8, 2, [6, 1, 6, 12, 1, 1])]
     for B, g, d_head, window, n_sinks, chunks in rings:  # the smallest ring first
@@ -136,7 +136,7 @@ def check_quantize_keys(fn):
     zero compared with ``quantize_keys_per_channel``'s, and the round trip data * scale + zero with k (within
     scale / 2); the package's quantisers made to refuse.
     """
-    gen = torch.Generator().manual_seed(15)
+    gen = _generator(15)
     inputs = [torch.randn(S, d, generator=gen) * torch.logspace(-1, 1, d) + torch.randn(d, generator=gen)
               for S, d in [(2, 1), (4, 3), (8, 4), (16, 8)]]
     constant = torch.stack([torch.linspace(-2, 3, 5), torch.full((5,), 0.7), torch.linspace(1, 1.5, 5)], 1)  # (5, 3)

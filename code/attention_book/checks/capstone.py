@@ -23,7 +23,7 @@ from ..llama.loader import LlamaConfig
 from ..masks import causal_mask
 from ..rope import rotate, rope_cos_sin
 from ..sdpa import scaled_dot_product_attention
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _recorded, _see_hint, _seed
 
 # The package's attention, written out and fused, which no piece that computes attention may call.
 ATTENTION = ["attention_book.sdpa.scaled_dot_product_attention", "attention_book.grouped_sdpa.grouped_query_sdpa",
@@ -58,7 +58,7 @@ def _tiny_model(seed, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2, d_head=4,
     config = LlamaConfig(n_layers, d_model, n_heads, n_kv_heads, d_head, d_ff, vocab, 10_000.0, 1e-5, 64,
                          bos_id=None, eos_id=None)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(_seed(seed))
         model = LlamaDecoder(config).eval()
         with torch.no_grad():
             for name, p in model.named_parameters():
@@ -91,7 +91,7 @@ def check_masked_attention(fn):
     fully masked row; compared with the book's ``scaled_dot_product_attention`` (computed before the call, which
     refuses it and PyTorch's SDPA).
     """
-    gen = torch.Generator().manual_seed(161)
+    gen = _generator(161)
     for lead, L, S, d in [((), 1, 2, 2), ((2,), 3, 4, 4), ((2, 3), 5, 7, 8)]:
         q = torch.randn(*lead, L, d, generator=gen)
         k, v = (torch.randn(*lead, S, d, generator=gen) for _ in range(2))
@@ -131,7 +131,7 @@ def check_to_heads(fn):
 
     Tried on 3 seeded inputs, from (1, 2, 2) to (2, 5, 32); compared with view and transpose.
     """
-    gen = torch.Generator().manual_seed(162)
+    gen = _generator(162)
     for B, L, h, d in [(1, 2, 2, 1), (2, 3, 3, 2), (2, 5, 4, 8)]:
         x = torch.randn(B, L, h * d, generator=gen)
         expected = x.view(B, L, h, d).transpose(1, 2)
@@ -154,7 +154,7 @@ def check_from_heads(fn):
 
     Tried on 3 seeded inputs, non-contiguous as attention returns them; compared with transpose and reshape.
     """
-    gen = torch.Generator().manual_seed(163)
+    gen = _generator(163)
     for B, L, h, d in [(1, 2, 2, 1), (2, 3, 3, 2), (2, 5, 4, 8)]:
         y = torch.randn(B, L, h, d, generator=gen).transpose(1, 2)  # (B, h, L, d), as attention returns it
         _compare("your from_heads", f"y {tuple(y.shape)}", y.transpose(1, 2).reshape(B, L, h * d),
@@ -180,7 +180,7 @@ def check_cache_append(fn):
     Tried on 2 seeded caches, each filled by a prefill then two steps (the last one filling it); compared with the
     package's ``KVCache``, with KVCache.append and torch.cat refused.
     """
-    gen = torch.Generator().manual_seed(163)
+    gen = _generator(163)
     for B, g, d, steps in [(1, 1, 2, (2, 1, 1)), (2, 3, 4, (3, 1, 2))]:
         max_len = sum(steps)
         reference, cache = KVCache(B, g, d, max_len), _empty_cache(B, g, max_len, d)
@@ -248,7 +248,7 @@ def check_grouped_causal_attention(fn):
     where one copy of them per query head takes h // g times as many; compared with the book's attention over K/V
     repeated by repeat_interleave (computed before the call, which refuses it and the package's attention).
     """
-    gen = torch.Generator().manual_seed(164)
+    gen = _generator(164)
     refuse = ATTENTION + NO_COPY
     for B, h, g, L, S, d in [(1, 2, 1, 1, 3, 2), (1, 4, 2, 3, 3, 4), (2, 6, 3, 2, 5, 4), (1, 8, 2, 2, 96, 32)]:
         q = torch.randn(B, h, L, d, generator=gen)
@@ -303,7 +303,7 @@ def check_rope_halves(fn):
     Tried on 3 seeded inputs, with start 0, 5 and 1,000 and bases 10,000 and 100,000 (SmolLM2's); compared with
     attention_book.rope.rotate (computed before the call, which refuses the module's functions).
     """
-    gen = torch.Generator().manual_seed(165)
+    gen = _generator(165)
     for B, heads, L, d, start, base in [(1, 1, 1, 2, 0, 10_000.0), (1, 2, 3, 4, 5, 10_000.0),
                                         (2, 3, 4, 16, 1000, 100_000.0)]:
         x = torch.randn(B, heads, L, d, generator=gen)
@@ -340,7 +340,7 @@ def check_rms_normalise(fn):
     which refuses it and F.rms_norm).
     """
     for shape, eps in [((1, 4), 1e-1), ((3, 8), 1e-5), ((2, 5, 64), 1e-5)]:
-        gen = torch.Generator().manual_seed(166 + sum(shape))
+        gen = _generator(166 + sum(shape))
         x = torch.randn(shape, generator=gen) * 3 + 0.5
         weight = torch.rand(shape[-1], generator=gen) + 0.5
         expected = rms_norm(x, weight, eps)
@@ -376,7 +376,7 @@ def check_swiglu_mlp(fn):
     """
     for shape, d_ff in [((2,), 3), ((4, 8), 12), ((2, 3, 32), 48)]:
         d_model = shape[-1]
-        gen = torch.Generator().manual_seed(167 + d_ff)
+        gen = _generator(167 + d_ff)
         x = torch.randn(shape, generator=gen)
         w_gate, w_up = (torch.randn(d_ff, d_model, generator=gen) / math.sqrt(d_model) for _ in range(2))
         w_down = torch.randn(d_model, d_ff, generator=gen) / math.sqrt(d_ff)
@@ -456,7 +456,7 @@ def _check_layer_piece(fn, exercise, what, expected_of, seeds, mistakes_of=None)
     for seed, B, L0 in seeds:
         model, weights = _tiny_model(seed)
         block, layer, config = model.layers[0], weights.layers[0], weights.config
-        gen = torch.Generator().manual_seed(seed)
+        gen = _generator(seed)
         xs = _steps(gen, B, L0, config.d_model)
         max_len = sum(x.shape[1] for x in xs)
         reference = block.attention.new_cache(B, max_len)
@@ -556,7 +556,7 @@ def check_decoder_logits(fn):
     for seed, B, L0, vocab in [(1701, 1, 2, 40), (1702, 2, 5, 40), (1703, 1, 16, 4096)]:
         model, weights = _tiny_model(seed, vocab=vocab)
         config = weights.config
-        gen = torch.Generator().manual_seed(seed)
+        gen = _generator(seed)
         steps = [torch.randint(config.vocab_size, (B, L), generator=gen) for L in (L0, 1, 2)]
         max_len = L0 + 3
         references = model.new_caches(B, max_len)
@@ -694,7 +694,7 @@ def check_greedy_generate(fn):
     """
     for seed, L0, n_new, stop_at in [(1711, 2, 5, None), (1712, 4, 8, 3)]:
         model, weights = _tiny_model(seed)
-        gen = torch.Generator().manual_seed(seed)
+        gen = _generator(seed)
         prompt = torch.randint(weights.config.vocab_size, (1, L0), generator=gen)
         if stop_at is not None:  # an eos token that greedy decoding reaches at step stop_at
             eos = int(generate_greedy(model, prompt, stop_at + 1, stop_at_eos=False)[0, -1])
@@ -714,6 +714,7 @@ def check_greedy_generate(fn):
           "prefill and then one token per step through caches made once.")
 
 
+@_recorded("greedy_generate")
 def same_tokens_as_package(fn, weights, model, prompt, n_new):
     """The chapter's last check: ``fn(prompt, weights, n_new)``, the learner's decoder with ``model``'s weights,
     must generate the tokens that the package's ``generate_greedy(model, prompt, n_new)`` does, with every piece

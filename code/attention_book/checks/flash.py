@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from ..experiments.tensor_memory import PeakTensorBytes
 from ..flash import merge_partials
 from ..masks import causal_mask
-from ._compare import _require_number, CheckFailed, _call, _compare, _exercise, _see_hint, _size
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _require_number, _see_hint, _size
 
 
 # what the answer may not call: the package's own tiled passes and online softmax, and any attention that holds the
@@ -62,7 +62,7 @@ def check_tiled_one_head(fn):
     8 L (block_k + d_v) numbers; compared with F.scaled_dot_product_attention (with causal_mask(L, S) when causal),
     with the package's tiled and SDPA functions made to refuse.
     """
-    gen = torch.Generator().manual_seed(33)
+    gen = _generator(33)
     inputs = []
     for L, S, d_head, d_v, block_k, is_causal in [(1, 1, 2, 2, 1, False), (3, 5, 4, 4, 2, True),
                                                    (4, 9, 8, 4, 4, False), (6, 11, 8, 8, 3, True),
@@ -116,7 +116,7 @@ def check_merge_two(fn):
     and one with both sets fully masked; then a batch of heads); compared with attention_book.flash.merge_partials,
     which the answer may not call.
     """
-    gen = torch.Generator().manual_seed(32)
+    gen = _generator(32)
     inf = math.inf
     inputs = [(torch.tensor([[1.0, 2.0]]), torch.tensor([[0.5]]), torch.tensor([[3.0, -1.0]]), torch.tensor([[0.5]])),
               (torch.tensor([[1.0, 2.0]]), torch.tensor([[2.0]]), torch.tensor([[3.0, -1.0]]), torch.tensor([[0.0]])),

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from ..experiments.tensor_memory import PeakTensorBytes
 from ..grouped_sdpa import grouped_query_sdpa
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint, _size
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _size
 
 
 def _fold_owners(n_heads, n_kv_heads, L):
@@ -68,7 +68,7 @@ def check_repeat_kv(fn):
 
     Tried on 3 random K tensors; compared with Tensor.repeat_interleave, which the answer may not call.
     """
-    gen = torch.Generator().manual_seed(11)
+    gen = _generator(11)
     inputs = [(torch.randn(B, g, S, d, generator=gen), h) for B, g, S, d, h in
               [(2, 2, 5, 4, 8), (1, 1, 3, 8, 4), (2, 4, 2, 2, 4)]]
     refused = [(name, "which the exercise says not to call")
@@ -132,7 +132,7 @@ def check_folded_decode_step(fn):
     the bytes of the tensors it makes are counted (experiments.tensor_memory): at most twice its output and four
     tensors of scores (B, h, 1, length + 1), so any copy of the cache's K/V heads fails on the larger inputs.
     """
-    gen = torch.Generator().manual_seed(12)
+    gen = _generator(12)
     inputs = [_decode_inputs(gen, *sizes) for sizes in  # (B, h, g, S_max, length, d)
               [(1, 2, 1, 6, 3, 4), (1, 4, 2, 8, 5, 8), (2, 8, 2, 16, 9, 16), (1, 8, 8, 40, 30, 32),
                (2, 8, 2, 200, 120, 64)]]

@@ -6,7 +6,7 @@ from ..experiments.model_configs import LATENT_MODELS
 from ..experiments.tensor_memory import PeakTensorBytes
 from ..mla import naive_attention
 from ..rope import Rope
-from ._compare import _require_number, CheckFailed, _call, _compare, _exercise, _see_hint, _size
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _require_number, _see_hint, _size
 
 
 @_exercise("latent_tokens_in",
@@ -77,7 +77,7 @@ def check_absorbed_decode_step(fn):
     (PeakTensorBytes) on the largest against one key per head per cached token; compared with the package's naive
     step, naive_attention followed by W_O, with the package's MLA paths and SDPA made to refuse.
     """
-    gen = torch.Generator().manual_seed(14)
+    gen = _generator(14)
     inputs = []
     for B, h, S, d_nope, d_rope, d_v, d_c, d_model in [(1, 1, 1, 2, 2, 2, 3, 4), (1, 2, 4, 3, 2, 2, 5, 6),
                                                        (2, 3, 7, 4, 2, 3, 6, 8), (2, 8, 256, 32, 8, 16, 32, 24)]:
@@ -134,7 +134,7 @@ def check_decoupled_rope_key(fn):
 
     Tried on 4 random inputs (d_rope 2 to 8, starting at 0 and later); compared with the package's Rope.
     """
-    gen = torch.Generator().manual_seed(15)
+    gen = _generator(15)
     inputs = []
     for B, S, d_model, d_rope, start in [(1, 1, 2, 2, 0), (1, 3, 4, 2, 5), (2, 4, 6, 4, 0), (2, 5, 8, 8, 17)]:
         inputs.append((torch.randn(B, S, d_model, generator=gen), torch.randn(d_rope, d_model, generator=gen),

@@ -5,7 +5,7 @@ from torch import nn
 
 from ..attention_layer import GroupedQueryAttention
 from ..convert import pool_heads, pool_kv_heads
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint, _size
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seed, _size
 
 
 @_exercise("pool_projection",
@@ -23,7 +23,7 @@ def check_pool_projection(fn):
     (6, 3, 5, 7) and (4, 4, 3, 5), MHA and MQA included; compared with the mean pooling of
     attention_book.convert.convert_to_gqa.
     """
-    gen = torch.Generator().manual_seed(9)
+    gen = _generator(9)
     inputs = [(torch.randn(h * d_head, d_model, generator=gen), h, g)
               for h, g, d_head, d_model in [(8, 4, 4, 32), (8, 1, 2, 6), (6, 3, 5, 7), (4, 4, 3, 5)]]
     for weight, h, g in sorted(inputs, key=lambda whg: _size(whg[0])):  # the smallest first
@@ -48,7 +48,7 @@ def _pooling_mistakes(param, h, g):
 def _torch_mha(seed, d_model, n_heads, bias, dtype):
     """A seeded random nn.MultiheadAttention, leaving the global random state as it was."""
     with torch.random.fork_rng():
-        torch.manual_seed(seed)
+        torch.manual_seed(_seed(seed))
         mha = nn.MultiheadAttention(d_model, n_heads, bias=bias, batch_first=True, dtype=dtype)
         if bias:  # nn.MultiheadAttention's biases start at 0: make them as large as the weights, so a missed one shows
             with torch.no_grad():
@@ -107,7 +107,7 @@ def check_convert_torch_mha(fn):
               enumerate([(6, 2, True, 1, torch.float32), (8, 4, True, 4, torch.float32),
                          (12, 6, False, 3, torch.float32), (16, 8, True, 2, torch.float64),
                          (24, 8, True, 1, torch.float32)])]
-    gen = torch.Generator().manual_seed(91)
+    gen = _generator(91)
     for mha, g in sorted(layers, key=lambda mg: _size(mg[0])):  # the smallest first
         h, d_model = mha.num_heads, mha.embed_dim
         bias = mha.in_proj_bias is not None
@@ -173,7 +173,7 @@ def check_weighted_pool_projection(fn):
     Tried on 5 seeded random weights and importances, MQA and g = h included, one with equal importances
     (which must give the package's mean pooling); compared with the weighted mean of each group's rows.
     """
-    gen = torch.Generator().manual_seed(92)
+    gen = _generator(92)
     inputs = []
     for h, g, d_head, d_model in [(4, 2, 1, 3), (6, 3, 2, 4), (8, 1, 2, 5), (8, 4, 4, 16), (4, 4, 3, 6)]:
         importance = 0.05 + torch.rand(h, generator=gen) * 2  # positive, as ablation rises mostly are

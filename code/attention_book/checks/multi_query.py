@@ -11,7 +11,7 @@ from ..experiments.tensor_memory import PeakTensorBytes
 from ..grouped_sdpa import grouped_query_sdpa
 from ..kv_cache import kv_cache_bytes_per_token
 from .multi_head import BUILT_LAYERS
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint, _size
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seed, _size
 
 
 @_exercise("mqa_param_count",
@@ -124,7 +124,7 @@ def check_mqa_attention(fn):
     functions, both scaled_dot_product_attention and repeat_interleave / repeat refuse to run, and no tensor made
     from k or v alone may be as large as 2 K/V heads (experiments.tensor_memory counts them).
     """
-    gen = torch.Generator().manual_seed(10)
+    gen = _generator(10)
     inputs = []
     for B, h, L, S, d in [(2, 4, 1, 7, 8), (1, 8, 3, 5, 4), (3, 2, 4, 4, 16), (1, 8, 1, 64, 32)]:
         q = torch.randn(B, h, L, d, generator=gen)
@@ -190,7 +190,7 @@ def check_mqa_forward(fn):
     # (seed, (d_model, n_heads, B, L)), the smallest layer and input first
     for seed, (d_model, h, B, L) in [(0, (8, 4, 1, 3)), (1, (16, 4, 2, 5)), (2, (48, 8, 2, 6))]:
         with torch.random.fork_rng():
-            torch.manual_seed(seed)
+            torch.manual_seed(_seed(seed))
             layer = GroupedQueryAttention(d_model, h, 1)
             x = torch.randn(B, L, d_model)
         with torch.no_grad():

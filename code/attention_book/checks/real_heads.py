@@ -10,7 +10,7 @@ from ..bert.encoder import BertEncoder, BertLayer, hf_names, mean_pool, sentence
 from ..convert import convert_to_gqa
 from ..experiments.head_scores import attention_entropy, offset_targets, weight_on
 from ..bert.loader import BertConfig
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seed
 
 
 def _padded_batch(generator, B, L, d):
@@ -38,7 +38,7 @@ def check_mean_pool(fn):
     Tried on 3 seeded random padded batches of shapes (1, 4, 3), (3, 6, 5) and (4, 9, 8), each with one unpadded
     sentence; compared with attention_book.bert.encoder.mean_pool.
     """
-    gen = torch.Generator().manual_seed(50)
+    gen = _generator(50)
     for B, L, d in [(1, 4, 3), (3, 6, 5), (4, 9, 8)]:  # the smallest first
         hidden, is_real = _padded_batch(gen, B, L, d)
         _compare("your mean pooling", f"hidden {(B, L, d)} with sentence lengths {is_real.sum(1).tolist()}",
@@ -64,7 +64,7 @@ def check_next_token_score(fn):
     (4, 2, 9, 9); compared with attention_book.experiments.head_scores.weight_on(weights,
     offset_targets(is_real, +1), is_real).
     """
-    gen = torch.Generator().manual_seed(51)
+    gen = _generator(51)
     perfect = torch.zeros(1, 1, 4, 4)
     perfect[0, 0, torch.arange(3), torch.arange(1, 4)] = 1.0
     perfect[0, 0, 3, 3] = 1.0
@@ -102,7 +102,7 @@ def check_attention_entropy(fn):
     Tried on one-hot and uniform weights over 5 keys and 2 seeded random padded weight tensors (2, 3, 6, 6) and
     (3, 2, 8, 8); compared with attention_book.experiments.head_scores.attention_entropy.
     """
-    gen = torch.Generator().manual_seed(52)
+    gen = _generator(52)
     one_hot = torch.eye(5)[None, None]  # every query on one key: entropy 0
     uniform = torch.full((1, 1, 5, 5), 1 / 5)  # entropy log 5
     cases = [("one-hot weights", one_hot, torch.ones(1, 5, dtype=torch.bool)),
@@ -122,7 +122,7 @@ def _layer_weights(config, seed):
     """A BertLayer of ``config`` with seeded random weights (LayerNorms included), and the same tensors by their names
     in a Hugging Face checkpoint, without the "encoder.layer.0." prefix."""
     with torch.random.fork_rng():
-        torch.manual_seed(seed)
+        torch.manual_seed(_seed(seed))
         layer = BertLayer(config).eval()
         with torch.no_grad():
             for norm in (layer.attention_norm, layer.mlp_norm):
@@ -211,7 +211,7 @@ def check_encoder_layer(fn):
     package's layers and attention, nn.MultiheadAttention, nn.TransformerEncoderLayer and
     scaled_dot_product_attention refuse.
     """
-    gen = torch.Generator().manual_seed(55)
+    gen = _generator(55)
     eps = 1e-12
     for B, L, d_model, n_heads in [(1, 3, 8, 2), (3, 5, 12, 3), (4, 7, 24, 4)]:  # the smallest first
         config = BertConfig(vocab_size=8, d_model=d_model, n_layers=1, n_heads=n_heads, d_ff=2 * d_model, max_len=L,
@@ -267,9 +267,9 @@ def check_gqa_similarity(fn):
     """
     config = BertConfig(vocab_size=40, d_model=24, n_layers=2, n_heads=6, d_ff=48, max_len=16)
     with torch.random.fork_rng():
-        torch.manual_seed(53)
+        torch.manual_seed(_seed(53))
         encoder = BertEncoder(config).eval()
-    gen = torch.Generator().manual_seed(54)
+    gen = _generator(54)
     ids = torch.randint(1, config.vocab_size, (3, 7), generator=gen)
     is_real = torch.arange(7)[None, :] < torch.tensor([[7], [5], [3]])
     state = {name: t.clone() for name, t in encoder.state_dict().items()}

@@ -8,7 +8,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..experiments.tensor_memory import PeakTensorBytes
 from ..llama.dequantize import dequantize
-from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _see_hint
+from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _generator, _see_hint
 
 
 @_exercise("roofline_tokens_per_s",
@@ -54,7 +54,7 @@ def check_perplexity(fn):
     logits; compared with ``math.exp(F.cross_entropy(logits, targets))`` to a relative 1e-5.
     """
     for L, vocab, scale in [(1, 3, 1.0), (20, 50, 5.0), (200, 1000, 2.0)]:
-        generator = torch.Generator().manual_seed(L)
+        generator = _generator(L)
         logits = torch.randn(L, vocab, generator=generator) * scale
         targets = torch.randint(vocab, (L,), generator=generator)
         loss = F.cross_entropy(logits, targets).item()
@@ -157,7 +157,7 @@ def check_q4_1_matvec(fn):
     once are counted (PeakTensorBytes) against N x K bytes, a quarter of W in fp32. Refuses answers that call the
     package's dequantize (or _numbers), or gguf's dequantize.
     """
-    gen = torch.Generator().manual_seed(25)
+    gen = _generator(25)
     for n_rows, k in [(1, 32), (3, 64), (8, 96), (16, 256), (256, 1024)]:  # the smallest first
         raw = _q4_1_bytes((n_rows, k // 32), gen)
         x = torch.randn(k, generator=gen)
@@ -236,7 +236,7 @@ def check_quantize_q4_1(fn):
     the package's dequantize reads the answer back: each number within half of its block's step, (largest -
     smallest) / 15, plus fp16's rounding of d and m. Refuses answers that call gguf's quantize.
     """
-    gen = torch.Generator().manual_seed(26)
+    gen = _generator(26)
     for n_rows, k in [(1, 32), (2, 64), (4, 128), (8, 256)]:  # the smallest first
         w = torch.randn(n_rows, k, generator=gen) * (torch.rand(n_rows, 1, generator=gen) * 2 + 0.1) \
             + torch.randn(n_rows, 1, generator=gen)

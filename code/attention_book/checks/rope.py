@@ -3,7 +3,7 @@ after a cache, and reordering a fused QKV projection's rows from the halves to t
 import torch
 
 from ..rope import apply_rope, halves_to_pairs_rows, pairs_to_halves_rows
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint
 
 ROPE_ITSELF = ["attention_book.rope.Rope.__call__", "attention_book.rope.Rope", "attention_book.rope.apply_rope",
                "attention_book.rope.rotate", "attention_book.rope.rope_cos_sin"]
@@ -67,7 +67,7 @@ def check_rope_left_padded(fn):
     100,000); compared with attention_book.rope.apply_rope given the positions (B, S), at the real tokens only.
     Refuses answers that call Rope, apply_rope, rotate or rope_cos_sin.
     """
-    gen = torch.Generator().manual_seed(23)
+    gen = _generator(23)
     cases = [((1, 1, 4, 2), [[0, 0, 1, 1]], [0], 10_000.0),
              ((3, 2, 1, 8), [[1], [1], [1]], [2, 5, 4], 10_000.0),
              ((2, 2, 4, 4), [[0, 0, 1, 1], [1, 1, 1, 1]], [0, 0], 10_000.0),
@@ -121,7 +121,7 @@ def check_qkv_to_pairs(fn):
     compared with attention_book.rope.halves_to_pairs_rows applied to the query and key parts. Refuses answers that
     call halves_to_pairs_rows, pairs_to_halves_rows or halves_order.
     """
-    gen = torch.Generator().manual_seed(24)
+    gen = _generator(24)
     for h, g, d_head, d_in in [(1, 1, 2, 1), (2, 1, 4, 3), (4, 2, 6, 5), (6, 2, 8, 4)]:  # the smallest first
         weight = torch.randn((h + 2 * g) * d_head, d_in, generator=gen)
         q, k, v = weight.split([h * d_head, g * d_head, g * d_head])

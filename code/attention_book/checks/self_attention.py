@@ -7,7 +7,7 @@ from ..experiments.tensor_memory import PeakTensorBytes
 from ..masks import causal_mask
 from ..positions import sinusoidal_positions
 from ..self_attention import SelfAttentionHead
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seed
 
 
 def _positions_layout(positions, d_model, *, layout="interleaved", exponent=2):
@@ -39,7 +39,7 @@ def check_sinusoidal_at(fn):
     start at 0, a (B, L) batch whose rows start at different positions and a (2, 3, 4) tensor, d_model from 2 to 16;
     compared with rows of attention_book.sinusoidal_positions. Calling sinusoidal_positions fails.
     """
-    gen = torch.Generator().manual_seed(6)
+    gen = _generator(6)
     cases = [(torch.tensor([0]), 2), (torch.tensor([3, 0, 7]), 4), (torch.arange(10, 16), 8),
              (torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]), 8),
              (torch.randint(0, 60, (2, 3, 4), generator=gen), 16)]
@@ -111,7 +111,7 @@ def check_self_attention_in_blocks(fn):
     for seed, (B, L, d_model, d_head, block) in enumerate([(1, 3, 4, 2, 2), (1, 4, 4, 4, 8), (2, 5, 6, 4, 2),
                                                           (2, 9, 8, 4, 4), (2, 128, 8, 4, 8)]):
         with torch.random.fork_rng():
-            torch.manual_seed(seed)
+            torch.manual_seed(_seed(seed))
             head = SelfAttentionHead(d_model, d_head)
             x = torch.randn(B, L, d_model)
         cases.append((head, x, block))

@@ -5,7 +5,7 @@ import torch
 
 from ..masks import causal_mask, real_key_mask
 from ..sdpa import scaled_dot_product_attention
-from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _see_hint, _size
+from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _generator, _see_hint, _size
 
 
 SOFTMAXES = ["torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax"]
@@ -24,7 +24,7 @@ def check_stable_softmax(fn):
     Tried on 5 random inputs of 2 or 3 dimensions, with values up to ±1000 and rows near -1000; compared with
     torch.softmax. Calling a softmax of torch's fails.
     """
-    gen = torch.Generator().manual_seed(0)
+    gen = _generator(0)
     cases = [((3, 5), 1.0, 0.0), ((2, 4, 6), 10.0, 0.0), ((1, 7), 100.0, 0.0), ((4, 3), 1000.0, 0.0),
              ((2, 5), 10.0, -1000.0)]  # (shape, largest |x - offset|, offset)
     inputs = []
@@ -112,7 +112,7 @@ def _masked_attention(q, k, v, mask, *, scaled=True, empty="zero", dim=-1, inver
 
 def _attention_cases():
     """(q, k, v, mask, what the mask is), the smallest first."""
-    gen = torch.Generator().manual_seed(1)
+    gen = _generator(1)
 
     def qkv(lead, L, S, d, d_v, dtype=torch.float32):
         return tuple(torch.randn(*lead, n, m, generator=gen).to(dtype) for n, m in ((L, d), (S, d), (S, d_v)))

@@ -6,7 +6,7 @@ from ..experiments.head_scores import induction_score, previous_token_score
 from ..masks import causal_mask
 from ..experiments.tasks import repeated_sequence
 from ..tiny_transformer import TinyTransformer, TinyTransformerConfig
-from ._compare import CheckFailed, _call, _compare, _exercise, _see_hint
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seed
 
 
 # The package's own scores: the induction score is weight_on over the targets it builds.
@@ -32,7 +32,7 @@ def check_previous_token_score(fn):
     Tried on a perfect previous-token pattern and 2 random causal weight tensors; compared with
     attention_book.experiments.head_scores.previous_token_score.
     """
-    gen = torch.Generator().manual_seed(6)
+    gen = _generator(6)
     perfect = torch.zeros(1, 1, 5, 5)
     perfect[0, 0, 0, 0] = 1.0
     perfect[0, 0, torch.arange(1, 5), torch.arange(4)] = 1.0
@@ -63,7 +63,7 @@ def check_induction_score(fn):
     Tried on a small batch in which tokens occur three times and 2 random batches of repeated sequences, with random
     causal weights; compared with attention_book.experiments.head_scores.induction_score.
     """
-    gen = torch.Generator().manual_seed(7)
+    gen = _generator(7)
     thrice = torch.tensor([[5, 1, 5, 2, 5, 3, 1, 4], [2, 7, 2, 7, 2, 7, 0, 2]])  # 5, then 2 and 7: three times
     cases = [(thrice, _causal_weights(gen, 2, 2, 8, 1.0), "tokens that occur three times")]
     for B, h, L, s in [(2, 2, 12, 1.0), (3, 4, 16, 3.0)]:  # the smallest first
@@ -141,10 +141,10 @@ def check_group_ablation(fn):
     cross-entropy per position. lm_loss and ablation_losses refuse.
     """
     with torch.random.fork_rng():
-        torch.manual_seed(8)
+        torch.manual_seed(_seed(8))
         model = TinyTransformer(TinyTransformerConfig(vocab_size=16, max_len=16, d_model=16, n_layers=2, n_heads=2,
                                                       mlp=False)).eval()
-    tokens, targets = repeated_sequence(torch.Generator().manual_seed(9), batch_size=6, seq_len=16, vocab_size=16,
+    tokens, targets = repeated_sequence(_generator(9), batch_size=6, seq_len=16, vocab_size=16,
                                         min_pattern_len=3)
     base = _sequence_losses(model, tokens, targets)
     for heads in ([(0, 1)], [(0, 0), (1, 1)], [(1, 0), (1, 1)]):

@@ -7,6 +7,7 @@ per token), the cache does. Shape letters: B batch, S context (tokens in the cac
 """
 import contextlib
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -48,6 +49,32 @@ def decode_step_seconds(model, batch_size, context, runs=5) -> float:
         step()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+@torch.inference_mode()
+def decode_step_seconds_added(model, batch_size, short, long, pairs=9) -> float:
+    """How many seconds longer a decode step takes after ``long`` cached tokens than after ``short``.
+
+    The two steps are timed back to back, ``pairs`` times (after one warm-up each), and the median of the
+    differences is returned: a moment when another program takes the core slows one pair, not the estimate, as it
+    would with the difference of two separately measured times. Memory: the caches of both contexts (see
+    ``decode_step_seconds``).
+    """
+    require_positive(pairs=pairs)
+    if not 0 <= short < long:
+        raise ValueError(f"short and long must satisfy 0 <= short < long, got short={short}, long={long}")
+    steps = _decode_step_after(model, batch_size, short), _decode_step_after(model, batch_size, long)
+    for step in steps:
+        step()  # warm up
+    differences = []
+    for _ in range(pairs):
+        seconds = []
+        for step in steps:
+            start = time.perf_counter()
+            step()
+            seconds.append(time.perf_counter() - start)
+        differences.append(seconds[1] - seconds[0])
+    return statistics.median(differences)
 
 
 def _decode_step_after(model, batch_size, context):

@@ -1,0 +1,444 @@
+"""Write the notebooks a learner opens in Colab: the chapters with the site's markup rendered as plain Markdown.
+
+    python scripts/colab.py          # (re)write colab/*.ipynb   (make student)
+    python scripts/colab.py --check  # exit 1 and list the Colab notebooks that are out of date
+
+The chapters are written in MyST, which only the site renders: Colab would show "{cite:t}`olsson2022induction`"
+where the site shows "Olsson et al. [2022]", and its relative links (``notation.md``) lead nowhere. So every notebook
+that a Colab link opens is generated, by ``colab_version`` here:
+- colab/NN_name.ipynb: the solved chapter (this script);
+- student/NN_name.ipynb: the student version (scripts/student.py, which passes its notebook through
+  ``colab_version`` too, so both follow one pipeline).
+
+``colab_version`` changes the markdown cells and the claim cells only:
+- roles: ``{cite:t}`key``` -> "[Vaswani et al. (2017)](bibliography)", ``{cite:p}`a,b``` -> "([A et al., 2019];
+  [B, 2020])" (``{cite}`` as ``{cite:p}``; ``{cite:author}``, ``{cite:year}``), from book/references.bib, linked to
+  the site's bibliography page; ``{term}`text <term>``` -> the text linked to the term on the site's glossary;
+  ``{doc}``, ``{ref}``, ``{numref}``, ``{eq}`` -> links to the site's pages (the page's or section's title when the
+  role gives no text); ``{math}`` -> ``$...$``;
+- relative links and images (``notation.md``, ``05_real_heads.ipynb#part``, ``#part``) -> absolute links to the
+  site's pages (``.html``), or to the repository for any other file; targets (``(label)=``) are dropped;
+- directives: admonitions (``note``, ``tip``, ``warning``, ``admonition``, ``dropdown``, ...) -> a blockquote with a
+  bold title; ``figure`` and ``image`` -> a Markdown image with its alt text and caption; ``math`` -> ``$$``;
+  ``code-block`` -> a fenced code block;
+- claim cells (code cells that call ``claim(``; hidden on the site by their ``hide-input`` tag) get the first line
+  ``# @title Check the chapter's claims`` and the cell metadata ``cellView: "form"``: Colab shows the title and the
+  ✓ lines, with the code folded away.
+Math stays as it is (Colab renders ``$...$`` and ``$$...$$``), and so do fenced code blocks and inline code.
+A role or directive that this renderer does not know stops it with an error naming the notebook, rather than
+reaching a learner raw; tests/test_colab_notebooks.py checks that no Colab notebook holds MyST markup or a relative
+link, and that each is up to date.
+
+Author names follow the site's author-year style (sphinxcontrib-bibtex): one author "Shazeer", two "Milakov and
+Gimelshein", three or more "Vaswani et al."; a list that ends in "and others" also reads "et al." (the site writes
+"Xiao and others" there). Every address comes from _config.yml through scripts/book.py: the site's from
+``html.baseurl``, the repository's from ``repository``.
+"""
+import copy
+import functools
+import pathlib
+import re
+import sys
+
+import nbformat
+from pybtex.database import parse_file
+from pybtex.richtext import Text
+from sphinx.util.nodes import _make_id  # the ids Sphinx gives glossary terms, so that the links land on them
+
+from book import ROOT, blob_url, chapters, raw_url, site_url
+
+COLAB = ROOT / "colab"
+BOOK = ROOT / "book"
+CLAIMS_TITLE = "# @title Check the chapter's claims"
+FORM = {"cellView": "form"}
+
+ROLE = r"\{(?P<name>[A-Za-z][\w:+-]*)\}(?P<ticks>`+)(?P<content>.+?)(?P=ticks)"
+CODE_SPAN = r"(?P<code>`+).+?(?P=code)"
+LINK = r"(?P<bang>!?)\[(?P<text>[^\]]*)\]\((?P<target><[^>]*>|[^)\s]+)(?P<title>\s+\"[^\"]*\")?\)"
+ROLE_OR_CODE = re.compile(f"{ROLE}|{CODE_SPAN}", re.S)  # scanned left to right, so a role in inline code stays
+LINK_OR_CODE = re.compile(f"{CODE_SPAN}|{LINK}", re.S)
+EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.S)  # "text <target>" in a role
+FENCE = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,}|:{3,})[ \t]*(?P<info>.*?)[ \t]*$")
+DIRECTIVE_INFO = re.compile(r"^\{(?P<name>[\w:-]+)\}[ \t]*(?P<argument>.*)$")
+OPTION = re.compile(r"^:(?P<key>[\w-]+):[ \t]*(?P<value>.*)$")
+TARGET = re.compile(r"^\((?P<label>[^()\s]+)\)=[ \t]*$")
+HEADING = re.compile(r"^#{1,6}[ \t]+(?P<title>.+?)[ \t#]*$", re.M)
+EQUATION_LABEL = re.compile(r"\$\$[ \t]*\((?P<label>[^()\s]+)\)|^:label:[ \t]*(?P<option>\S+)", re.M)
+ABSOLUTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//)", re.I)  # https:, mailto:, data:, //host
+ADMONITIONS = {"note", "tip", "hint", "important", "warning", "caution", "attention", "danger", "error", "seealso",
+               "admonition", "dropdown", "margin", "sidebar"}
+
+
+class RenderError(ValueError):
+    """Markup that the Colab renderer cannot turn into plain Markdown."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What the renderer links to: the site's pages, the bibliography, the glossary, the labels.
+
+
+def site_page(source: str) -> str:
+    """The site's address of a source file given relative to the repository: book/notation.md ->
+    .../book/notation.html (a chapter, .ipynb, likewise)."""
+    path = pathlib.PurePosixPath(source)
+    return site_url(str(path.with_suffix(".html")))
+
+
+def source_of(relative: str, page: str) -> str:
+    """A path written in a page (``notation.md``, ``../code/x.py``), relative to the repository's root."""
+    parts = []
+    for part in (pathlib.PurePosixPath(page).parent / relative).parts:
+        if part == "..":
+            if not parts:
+                raise RenderError(f"{page}: the link {relative!r} leaves the repository")
+            parts.pop()
+        elif part != ".":
+            parts.append(part)
+    return "/".join(parts)
+
+
+@functools.cache
+def bibliography(path=BOOK / "references.bib"):
+    return parse_file(str(path)).entries
+
+
+def _surname(person) -> str:
+    return Text.from_latex(" ".join(person.prelast_names + person.last_names)).render_as("text")
+
+
+@functools.cache
+def cited_authors(key: str) -> str:
+    """The authors of a reference as the site's author-year citations name them: "Shazeer", "Milakov and
+    Gimelshein", "Vaswani et al."."""
+    entry = bibliography().get(key)
+    if entry is None:
+        raise RenderError(f"no entry {key!r} in book/references.bib")
+    people = entry.persons.get("author") or entry.persons.get("editor") or []
+    named = [p for p in people if str(p) != "others"]
+    if not named:
+        raise RenderError(f"book/references.bib: {key} has no author")
+    if len(named) >= 3 or len(named) < len(people):
+        return f"{_surname(named[0])} et al."
+    return " and ".join(_surname(p) for p in named)
+
+
+def cited_year(key: str) -> str:
+    cited_authors(key)
+    return bibliography()[key].fields["year"]
+
+
+@functools.cache
+def _pages() -> dict[str, str]:
+    """{docname such as "book/notation": its source file relative to the repository} for every page of the book."""
+    return {str(p.relative_to(ROOT).with_suffix("")): p.relative_to(ROOT).as_posix()
+            for p in sorted(BOOK.glob("*.md")) + sorted(BOOK.glob("*.ipynb"))}
+
+
+def _markdown_of(source: str) -> str:
+    """The Markdown of a page of the book: a .md file, or a notebook's markdown cells."""
+    path = ROOT / source
+    if path.suffix == ".ipynb":
+        return "\n\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+    return path.read_text()
+
+
+def _page_title(source: str) -> str:
+    """The first heading of a page of the book."""
+    heading = HEADING.search(_markdown_of(source))
+    if heading is None:
+        raise RenderError(f"{source} has no heading to name it by")
+    return heading.group("title")
+
+
+@functools.cache
+def labels() -> dict[str, tuple[str, str]]:
+    """{label: (its page's source, the title of the section it marks)} from every ``(label)=`` line in the book."""
+    found = {}
+    for source in _pages().values():
+        lines = _markdown_of(source).splitlines()
+        for index, line in enumerate(lines):
+            target = TARGET.match(line)
+            if target:
+                heading = next((HEADING.match(rest) for rest in lines[index + 1:] if rest.strip()), None)
+                found[target.group("label")] = (source, heading.group("title") if heading else target.group("label"))
+    return found
+
+
+@functools.cache
+def equations() -> dict[str, str]:
+    """{equation label: its page's source}, from ``$$ ... $$ (label)`` and ``:label:`` in the book."""
+    found = {}
+    for source in _pages().values():
+        for match in EQUATION_LABEL.finditer(_markdown_of(source)):
+            found[match.group("label") or match.group("option")] = source
+    return found
+
+
+@functools.cache
+def glossary_terms(path=BOOK / "glossary.md") -> dict[str, str]:
+    """{term, lower-cased: its anchor on the site's glossary page (Sphinx's id, such as "term-K-V-head")}."""
+    text = path.read_text()
+    block = re.search(r"^(`{3,}|:{3,})\{glossary\}[^\n]*\n(?P<body>.*?)^\1[ \t]*$", text, re.M | re.S)
+    if block is None:
+        raise RenderError(f"{path.name} has no glossary directive")
+    terms = {}
+    for line in block.group("body").splitlines():
+        if line.strip() and not line[0].isspace() and not OPTION.match(line):
+            terms[line.strip().lower()] = _make_id(f"term-{line.strip()}")
+    return terms
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Roles
+
+
+def _explicit(content: str) -> tuple[str | None, str]:
+    """(the text, the target) of a role's content: "text <target>" or just "target"."""
+    content = " ".join(content.split())
+    match = EXPLICIT.match(content)
+    return (match.group("text"), match.group("target")) if match else (None, content)
+
+
+def _cite(name: str, content: str) -> str:
+    url = site_url("book/references.html")
+    keys = [key.strip() for key in content.split(",") if key.strip()]
+    if name == "cite:t":
+        return ", ".join(f"[{cited_authors(k)} ({cited_year(k)})]({url})" for k in keys)
+    if name == "cite:author":
+        return ", ".join(f"[{cited_authors(k)}]({url})" for k in keys)
+    if name == "cite:year":
+        return ", ".join(f"[{cited_year(k)}]({url})" for k in keys)
+    return "(" + "; ".join(f"[{cited_authors(k)}, {cited_year(k)}]({url})" for k in keys) + ")"  # cite, cite:p
+
+
+def _page_target(target: str, page: str) -> str:
+    """A {doc} target (a docname, relative to the page or from the root with a leading /) as a source file."""
+    docname = target.lstrip("/") if target.startswith("/") else source_of(target, page)
+    docname = re.sub(r"\.(md|ipynb)$", "", docname)
+    if docname not in _pages():
+        raise RenderError(f"{page}: {{doc}} names {target!r}, which is no page of the book")
+    return _pages()[docname]
+
+
+def render_role(name: str, content: str, page: str) -> str:
+    """One MyST role as Markdown (``page``: the notebook's path relative to the repository, e.g. book/01_x.ipynb)."""
+    if name in {"cite", "cite:p", "cite:t", "cite:author", "cite:year"}:
+        return _cite(name, content)
+    if name == "math":
+        return f"${content}$"
+    text, target = _explicit(content)
+    if name == "term":
+        anchor = glossary_terms().get(target.lower())
+        if anchor is None:
+            raise RenderError(f"{page}: {{term}} names {target!r}, which book/glossary.md does not define")
+        return f"[{text or target}]({site_url('book/glossary.html')}#{anchor})"
+    if name == "doc":
+        source = _page_target(target, page)
+        return f"[{text or _page_title(source)}]({site_page(source)})"
+    if name in {"ref", "numref"}:
+        if target not in labels():
+            raise RenderError(f"{page}: {{{name}}} names the label {target!r}, which no (label)= line defines")
+        source, title = labels()[target]
+        return f"[{text or title}]({site_page(source)}#{target})"
+    if name == "eq":
+        if target not in equations():
+            raise RenderError(f"{page}: {{eq}} names the equation {target!r}, which no page labels")
+        return f"[{text or f'({target})'}]({site_page(equations()[target])}#equation-{target})"
+    raise RenderError(f"{page}: the MyST role {{{name}}} has no Colab rendering (scripts/colab.py, render_role)")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Links
+
+
+def absolute_target(target: str, page: str, image: bool = False) -> str:
+    """A link's target, made absolute: a page of the book -> its page on the site; a fragment -> the same page's
+    section on the site; another file of the repository -> its page there (an image: its bytes)."""
+    target = target.strip("<>")
+    if ABSOLUTE.match(target):
+        return target
+    path, _, fragment = target.partition("#")
+    source = source_of(path, page) if path else page
+    if not (ROOT / source).exists():
+        raise RenderError(f"{page}: the link {target!r} points at {source}, which the repository does not hold")
+    if source.endswith((".md", ".ipynb")) and source.startswith("book/"):
+        return site_page(source) + (f"#{fragment}" if fragment else "")
+    url = raw_url(source) if image else blob_url(source)
+    return url + (f"#{fragment}" if fragment else "")
+
+
+def _inline(text: str, page: str) -> str:
+    """Roles and links in a run of Markdown prose; inline code is left as it is."""
+    def role(match):
+        return match.group(0) if match.group("name") is None else render_role(match.group("name"),
+                                                                                match.group("content"), page)
+
+    text = ROLE_OR_CODE.sub(role, text)
+
+    def link(match):
+        if match.group("target") is None:  # a code span
+            return match.group(0)
+        target = absolute_target(match.group("target"), page, image=bool(match.group("bang")))
+        return f"{match.group('bang')}[{match.group('text')}]({target}{match.group('title') or ''})"
+
+    return LINK_OR_CODE.sub(link, text)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Blocks: fenced code, directives, targets
+
+
+def _options(body: list[str]) -> tuple[dict, list[str]]:
+    """A directive's ``:key: value`` lines (or a ``---`` YAML block) at the top of its body, and the rest."""
+    options, index = {}, 0
+    if body and body[0].strip() == "---":
+        end = next((i for i in range(1, len(body)) if body[i].strip() == "---"), None)
+        if end is None:
+            raise RenderError("a directive's --- options block is not closed")
+        for line in body[1:end]:
+            key, _, value = line.partition(":")
+            options[key.strip()] = value.strip()
+        index = end + 1
+    while index < len(body) and OPTION.match(body[index].strip()):
+        option = OPTION.match(body[index].strip())
+        options[option.group("key")] = option.group("value")
+        index += 1
+    return options, body[index:]
+
+
+def _quoted(text: str) -> str:
+    return "\n".join(f"> {line}".rstrip() for line in text.splitlines())
+
+
+def render_directive(name: str, argument: str, body: list[str], page: str) -> str:
+    """One MyST directive as Markdown that Colab shows."""
+    options, body = _options(body)
+    content = render_markdown("\n".join(body).strip("\n"), page)
+    if name in ADMONITIONS:
+        title = argument if name in {"admonition", "dropdown", "sidebar"} and argument else name.capitalize()
+        if name == "seealso":
+            title = "See also"
+        title = _inline(title, page)
+        return _quoted(f"**{title}**" + (f"\n\n{content}" if content else ""))
+    if name in {"figure", "image"}:
+        alt = options.get("alt")
+        if not alt:
+            raise RenderError(f"{page}: a {{{name}}} of {argument!r} has no :alt: text")
+        image = f"![{alt}]({absolute_target(argument, page, image=True)})"
+        return image + (f"\n\n*{content}*" if content and name == "figure" else "")
+    if name == "math":
+        return f"$$\n{chr(10).join(body).strip()}\n$$"
+    if name in {"code-block", "code", "sourcecode"}:
+        return f"```{argument}\n" + "\n".join(body).strip("\n") + "\n```"
+    raise RenderError(f"{page}: the MyST directive {{{name}}} has no Colab rendering "
+                      "(scripts/colab.py, render_directive)")
+
+
+def _closing(line: str, fence: str) -> bool:
+    stripped = line.strip()
+    return stripped.startswith(fence[0] * len(fence)) and set(stripped) == {fence[0]}
+
+
+def render_markdown(text: str, page: str) -> str:
+    """A markdown cell's MyST as plain Markdown (``page``: the notebook's path relative to the repository)."""
+    lines, out, prose = text.split("\n"), [], []
+
+    def flush():
+        if prose:
+            out.append(_inline("\n".join(prose), page))
+            prose.clear()
+
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        fence = FENCE.match(line)
+        if TARGET.match(line.strip()):
+            index += 1
+            if index < len(lines) and not lines[index].strip() and (not prose or not prose[-1].strip()):
+                index += 1  # the blank line after a dropped target goes too
+            continue
+        if fence is None or (fence.group("fence")[0] == ":" and not fence.group("info").startswith("{")):
+            prose.append(line)
+            index += 1
+            continue
+        flush()
+        mark = fence.group("fence")
+        end = next((i for i in range(index + 1, len(lines)) if _closing(lines[i], mark)), len(lines))
+        directive = DIRECTIVE_INFO.match(fence.group("info"))
+        if directive:
+            out.append(render_directive(directive.group("name"), directive.group("argument").strip(),
+                                        lines[index + 1:end], page))
+        else:  # fenced code: verbatim
+            out.append("\n".join(lines[index:end + 1]))
+        index = end + 1
+    flush()
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Notebooks
+
+
+def is_claim_cell(cell) -> bool:
+    """A code cell that checks the chapter's claims (calls ``claim(``; imports it, if at all, only after)."""
+    return (cell.cell_type == "code" and "claim(" in cell.source
+            and "import" not in cell.source.split("claim(")[0])
+
+
+def colab_version(nb, chapter: pathlib.Path):
+    """The notebook ``nb`` (the chapter at ``chapter``, or its student version) as Colab should show it: a new
+    notebook, with its markdown rendered and its claim cells as titled forms; ``nb`` is not changed."""
+    nb = copy.deepcopy(nb)
+    page = (BOOK / chapter.name).relative_to(ROOT).as_posix()
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            try:
+                cell.source = render_markdown(cell.source, page)
+            except RenderError as error:
+                raise RenderError(f"{chapter.name}, cell {cell.get('id')}: {error}") from None
+        elif is_claim_cell(cell):
+            cell.source = f"{CLAIMS_TITLE}\n{cell.source}"
+            cell.metadata.update(FORM)
+    return nb
+
+
+def notebook_text(nb) -> str:
+    """A notebook as the repository stores it."""
+    text = nbformat.writes(nb)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def render(chapter: pathlib.Path) -> str:
+    """colab/NN_name.ipynb's text for the chapter book/NN_name.ipynb."""
+    return notebook_text(colab_version(nbformat.read(chapter, as_version=4), chapter))
+
+
+def colab_path(chapter: pathlib.Path) -> pathlib.Path:
+    return COLAB / chapter.name
+
+
+def main(argv) -> int:
+    check = "--check" in argv
+    only = [pathlib.Path(a).name for a in argv if a.endswith(".ipynb")]  # chapters named: only theirs, no orphans
+    stale = []
+    for chapter in [c for c in chapters() if not only or c.name in only]:
+        path, text = colab_path(chapter), render(chapter)
+        if path.exists() and path.read_text() == text:
+            continue
+        stale.append(path)
+        if not check:
+            COLAB.mkdir(exist_ok=True)
+            path.write_text(text)
+    orphans = [] if only else sorted(set(COLAB.glob("*.ipynb")) - {colab_path(c) for c in chapters()})
+    for path in orphans:
+        if not check:
+            path.unlink()
+    for path in stale:
+        print(f"{path.relative_to(ROOT)}: {'out of date' if check else 'written'}")
+    for path in orphans:
+        print(f"{path.relative_to(ROOT)}: {'has no chapter' if check else 'removed (no chapter)'}")
+    return 1 if check and (stale or orphans) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
