@@ -24,9 +24,12 @@ book: $(INSTALLED)
 ## (default kernels, MKL's compatible path, one thread) and compares every output with the stored one.
 ## --colab-alongside runs the colab tests in a second pytest process beside the rest (their kernel uses one
 ## thread, so run after the rest they would leave a core idle); its log is _build/colab.log, and its results
-## join the summary, the exit status and the per-chapter time table (also in _build/chapter-times.md).
+## join the summary, the exit status and the per-chapter time table (also in _build/chapter-times.md), and the
+## timing claims under load run first in that process, so that both end at about the same time (tests/alongside.py).
+## The summary ends with make test's seconds (from make's start: install and lint included) against its budget.
 ## The slow tests (marker slow: nbgrader, in an environment of its own) are left out, since make test is over its
 ## time budget: make test-slow runs them
+test: export ATTENTION_BOOK_MAKE_STARTED := $(shell date +%s)
 test: lint
 	@test -x /usr/bin/chromium || test -x "$${CHROMIUM:-/nonexistent}" || scripts/install_chromium.sh
 	$(PY) -m pytest --colab-alongside -m "not slow"

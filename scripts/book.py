@@ -8,6 +8,7 @@ address, ``html.baseurl`` in the same file.
 import functools
 import pathlib
 
+import nbformat
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -19,19 +20,20 @@ def chapters(folder=ROOT / "book") -> list[pathlib.Path]:
 
 
 @functools.cache
-def _config(config_path=ROOT / "_config.yml") -> dict:
+def config(config_path=ROOT / "_config.yml") -> dict:
+    """_config.yml, read once."""
     return yaml.safe_load(pathlib.Path(config_path).read_text())
 
 
 def repository(config_path=ROOT / "_config.yml") -> dict:
     """_config.yml's ``repository``: {"url": "https://github.com/owner/name", "branch": "main"}."""
-    repo = _config(config_path)["repository"]
+    repo = config(config_path)["repository"]
     return {"url": repo["url"].rstrip("/"), "branch": repo.get("branch", "main")}
 
 
 def site_url(relative: str = "", config_path=ROOT / "_config.yml") -> str:
     """The published site's address for a page, from ``html.baseurl``: site_url("book/notation.html")."""
-    base = (_config(config_path).get("html") or {}).get("baseurl") or ""
+    base = (config(config_path).get("html") or {}).get("baseurl") or ""
     if not base.startswith("https://"):
         raise SystemExit(f"{config_path}: html.baseurl must be the site's https:// address, not {base!r}")
     return base.rstrip("/") + "/" + relative.lstrip("/")
@@ -60,3 +62,44 @@ def package_location(config_path=ROOT / "_config.yml") -> str:
     """pip's address of the package: the repository's code/ folder on its branch."""
     repo = repository(config_path)
     return f"git+{repo['url']}@{repo['branch']}#subdirectory=code"
+
+
+def is_claim_cell(cell) -> bool:
+    """A code cell that checks the chapter's claims: it calls ``claim(`` and imports, if at all, only after its first
+    call (the cell that imports ``claim`` and computes is not one). Claim cells are hidden on the site
+    (tests/test_chapter_hygiene.py) and titled forms in Colab (scripts/colab.py)."""
+    return (cell.cell_type == "code" and "claim(" in cell.source
+            and "import" not in cell.source.split("claim(")[0])
+
+
+def notebook_text(nb) -> str:
+    """A notebook as the repository stores it (nbformat's text, ending in a newline, as nbformat.write writes it)."""
+    text = nbformat.writes(nb)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def write_generated(wanted: dict[pathlib.Path, str], folder: pathlib.Path | None, check: bool,
+                    remedy: str = "") -> int:
+    """Bring generated files up to date: ``wanted`` is {path: the text it must hold}; with ``folder``, any other
+    ``*.ipynb`` there is an orphan and goes (pass None when only some files were asked for, or when the files are
+    the sources themselves, such as book/'s chapters). ``check``: change nothing, list what is out of date (with
+    ``remedy``, the command that fixes it) and return 1 if anything is; otherwise write, list what changed, and
+    return 0."""
+    stale = [path for path, text in wanted.items() if not (path.exists() and path.read_text() == text)]
+    orphans = sorted(set(folder.glob("*.ipynb")) - set(wanted)) if folder is not None else []
+    if not check:
+        for path in stale:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(wanted[path])
+        for path in orphans:
+            path.unlink()
+    fix = f": run `{remedy}`" if remedy else ""
+    for path in stale:
+        print(f"{_shown(path)}: {f'out of date{fix}' if check else 'written'}")
+    for path in orphans:
+        print(f"{_shown(path)}: {'has no chapter' if check else 'removed (no chapter)'}")
+    return 1 if check and (stale or orphans) else 0
+
+
+def _shown(path: pathlib.Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)

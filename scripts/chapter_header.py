@@ -11,9 +11,13 @@ site hide the markers):
   Colab, colab/NN_name.ipynb: scripts/student.py and scripts/colab.py) with one sentence saying which is which,
   and a link to the notation page;
 - in the "## Exercises" cell, under its heading, the exercises' preamble, one text for every chapter:
-  what an exercise and its check do, `checks.hint`, and the link to the student version (the student
-  version says it its own way and links the solved chapter: scripts/student.py).
-The "**Prerequisites:**" paragraph above the header stays hand-written.
+  what an exercise and its check do, `checks.hint`, and the link to the student version.
+Each Colab notebook says both blocks its own way (``with_version_blocks``): the student version says how to run
+its stubs and links the solved chapter, the solved one (colab/) says that it is solved and links the student
+version; neither links itself.
+The "**Prerequisites:**" paragraph above the header stays hand-written. It also writes _config.yml's repository.url
+into the package's ``attention_book.experiments.claims.REPOSITORY_URL`` (where a failed claim's ✗ lines send a
+report), which the package cannot read from _config.yml in Colab.
 
 It also sets, in the notebook metadata ``attention_book``:
 - ``time_read_minutes``: the chapter's length up to its Exercises section, read at READING_WORDS_PER_MINUTE
@@ -40,7 +44,7 @@ import sys
 
 import nbformat
 
-from book import ROOT, chapters, colab_url
+from book import ROOT, chapters, colab_url, notebook_text, repository, write_generated
 
 # Which chapters each chapter needs: what its "Prerequisites" paragraph names and what it uses from them.
 # 3 builds on 2's learned projections; 4 and 6 on 1-3; 5 scores heads as 4 does (its section 6 previews 9's
@@ -84,6 +88,8 @@ TIME_PARAGRAPH = re.compile(r"^\*\*Time:\*\*.*?(?=\n[ \t]*\n|\Z)", re.M | re.S)
 PREREQUISITES_PARAGRAPH = re.compile(r"^\*\*Prerequisites:\*\*.*?(?=\n[ \t]*\n|\Z)", re.M | re.S)
 SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION[ \t]*\n(.*?)^[ \t]*### END SOLUTION", re.M | re.S)
 SETUP_TAG = "setup"
+CLAIMS = ROOT / "code" / "attention_book" / "experiments" / "claims.py"  # its REPOSITORY_URL: the ✗ lines' address
+REPOSITORY_LINE = re.compile(r'^REPOSITORY_URL = "[^"]*"$', re.M)
 
 
 def block_pattern(markers) -> re.Pattern:
@@ -151,6 +157,10 @@ def times(nb) -> dict:
     return {"time_read_minutes": read, "time_exercises_minutes": exercises, "time_minutes": read + exercises}
 
 
+SITE, STUDENT, SOLVED = "site", "student", "solved"  # the three versions of a chapter: the site's page (book/),
+# the student version (student/, scripts/student.py) and the solved chapter as Colab shows it (colab/, scripts/colab.py)
+
+
 def student_link(name: str) -> str:
     return f"[Open the exercises in Colab]({colab_url(f'student/{name}')})"
 
@@ -159,16 +169,25 @@ def solved_link(name: str) -> str:
     return f"[Open with solutions]({colab_url(f'colab/{name}')})"
 
 
-def header_block(name: str, meta: dict, student: bool = False) -> str:
-    """The chapter's header; ``student``: as the student version shows it, which links the solved chapter, not
-    itself."""
+def _version(version: str) -> str:
+    if version not in (SITE, STUDENT, SOLVED):
+        raise ValueError(f"version must be {SITE!r}, {STUDENT!r} or {SOLVED!r}, not {version!r}")
+    return version
+
+
+def header_block(name: str, meta: dict, version: str = SITE) -> str:
+    """The chapter's header as ``version`` shows it: the site's page links both Colab notebooks; each Colab notebook
+    says which one it is and links the other, never itself."""
     start, end = HEADER
-    colab = (f"**In Colab:** this is the student version, where each exercise's model solution is replaced by a stub "
-             f"for you to write; {solved_link(name)} opens the chapter with its model solutions in place."
-             if student else
-             f"**In Colab:** {student_link(name)} opens the student version, where each exercise's model solution "
-             f"is replaced by a stub for you to write; {solved_link(name)} opens the chapter with its model "
-             f"solutions in place.")
+    stub = "each exercise's model solution is replaced by a stub for you to write"
+    colab = {
+        SITE: (f"**In Colab:** {student_link(name)} opens the student version, where {stub}; {solved_link(name)} "
+               f"opens the chapter with its model solutions in place."),
+        STUDENT: (f"**In Colab:** this is the student version, where {stub}; {solved_link(name)} opens the chapter "
+                  f"with its model solutions in place."),
+        SOLVED: (f"**In Colab:** this is the solved version, with every exercise's model solution in place; "
+                 f"{student_link(name)} opens the student version, where {stub}."),
+    }[_version(version)]
     return (f"{start}\n\n"
             f"**Time:** about {meta['time_read_minutes']} minutes to read and run, and "
             f"{meta['time_exercises_minutes']} minutes for the exercises.\n\n"
@@ -178,27 +197,50 @@ def header_block(name: str, meta: dict, student: bool = False) -> str:
             f"{end}")
 
 
-def exercises_block(name: str, student: bool = False) -> str:
+def exercises_block(name: str, version: str = SITE) -> str:
     """The preamble under the Exercises heading, the same in every chapter: what an exercise asks, what its check
-    says, ``checks.hint`` and the other version's link; ``student``: as the student version says it (it holds the
-    stubs and links the solved chapter, not itself)."""
+    says, ``checks.hint`` and the other version's link, as ``version`` says it (the student version holds the stubs
+    and says how to run them, and links the solved chapter, not itself)."""
     start, end = EXERCISES_LINK
     checks = ("When your function passes, the check prints one line that starts with ✓ and says what it tried; when "
               "it fails, it stops with an error that says which input it tried, what it expected and what came back. "
               "Where the package has its own version of the function, it is made to fail while yours runs, so a "
               "check also fails if your code calls it. If you are stuck, `checks.hint(\"name\")`, with the name of "
               "the function you are writing, prints a hint.")
-    if student:
+    version = _version(version)
+    if version == STUDENT:
         text = ("This is the student version: each exercise asks for one function, whose model solution is replaced "
                 "by a stub that raises `NotImplementedError`. Write your code in its place and run the check cell "
                 f"after it, which tries your function on several inputs. {checks}\n\n"
+                "Run the chapter's cells above the exercises first, the setup cell included: the exercises use what "
+                "they define. In Colab, click in the first exercise's cell and choose Runtime > Run before (or run "
+                "the chapter once from the top). \"Run all\" stops at the check of the first exercise you have not "
+                "written yet, as it should: its stub raises. A grader runs only the chapter's imports and the "
+                "exercises' cells (not the rest of the chapter, nor cells you add), so define any helper function "
+                "in the same cell as the function the exercise asks for.\n\n"
                 f"The solved chapter, with every model solution in place: {solved_link(name)}.")
     else:
-        text = ("Each exercise asks for one function, and the check cell after it tries that function on several "
-                "inputs. Here the model solutions are in place (on the site each is hidden behind a toggle). Write "
-                "your own in the student version, where each model solution is replaced by a stub that raises "
+        where = " (on the site each is hidden behind a toggle)" if version == SITE else ""
+        text = (f"Each exercise asks for one function, and the check cell after it tries that function on several "
+                f"inputs. Here the model solutions are in place{where}. Write your own in the student version, "
+                "where each model solution is replaced by a stub that raises "
                 f"`NotImplementedError`: {student_link(name)}. {checks}")
     return f"{start}\n\n{text}\n\n{end}"
+
+
+def with_version_blocks(nb, name: str, version: str):
+    """The notebook ``nb`` (a chapter, changed in place and returned) with its header and exercises preamble as
+    ``version`` says them (scripts/student.py and scripts/colab.py)."""
+    meta = nb.metadata.get("attention_book", {})
+    if "time_read_minutes" not in meta:
+        return nb
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = block_pattern(HEADER).sub(lambda _: header_block(name, meta, version), cell.source,
+                                                    count=1)
+            cell.source = block_pattern(EXERCISES_LINK).sub(lambda _: exercises_block(name, version), cell.source,
+                                                            count=1)
+    return nb
 
 
 def with_header(source: str, block: str) -> str:
@@ -247,27 +289,27 @@ def updated(path: pathlib.Path, nb):
     return nb
 
 
+def with_repository_url(source: str, url: str) -> str:
+    """claims.py's source with its ``REPOSITORY_URL = "..."`` line set to ``url`` (the package cannot read
+    _config.yml in Colab, so the address is written into it, as into every setup cell)."""
+    if len(REPOSITORY_LINE.findall(source)) != 1:
+        raise SystemExit(f"{CLAIMS.relative_to(ROOT)} must hold one line REPOSITORY_URL = \"...\" to write the "
+                         "repository's address into")
+    return REPOSITORY_LINE.sub(lambda _: f'REPOSITORY_URL = "{url}"', source)
+
+
 def main(argv) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report the chapters that are out of date")
     parser.add_argument("--book", type=pathlib.Path, default=ROOT / "book", help="the folder of the chapters")
     parser.add_argument("chapters", nargs="*", type=pathlib.Path, help="only these chapters (default: all)")
     args = parser.parse_args(argv)
-    stale = []
     only = {p.name for p in args.chapters}
-    for path in [p for p in chapters(args.book) if not only or p.name in only]:
-        nb = nbformat.read(path, as_version=4)
-        new = updated(path, nb)
-        if new == nb:
-            continue
-        stale.append(path)
-        if not args.check:
-            nbformat.write(new, path)
-    verb = "out of date: run `make chapter-headers`" if args.check else "rewritten"
-    for path in stale:
-        print(f"{path}: chapter header {verb}")
-    return 1 if stale and args.check else 0
-
+    wanted = {path: notebook_text(updated(path, nbformat.read(path, as_version=4)))
+              for path in chapters(args.book) if not only or path.name in only}
+    if args.book.resolve() == (ROOT / "book").resolve() and not only:
+        wanted[CLAIMS] = with_repository_url(CLAIMS.read_text(), repository()["url"])
+    return write_generated(wanted, None, check=args.check, remedy="make chapter-headers")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

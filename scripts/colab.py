@@ -10,24 +10,27 @@ that a Colab link opens is generated, by ``colab_version`` here:
 - student/NN_name.ipynb: the student version (scripts/student.py, which passes its notebook through
   ``colab_version`` too, so both follow one pipeline).
 
-``colab_version`` changes the markdown cells and the claim cells only:
-- roles: ``{cite:t}`key``` -> "[Vaswani et al. (2017)](bibliography)", ``{cite:p}`a,b``` -> "([A et al., 2019];
-  [B, 2020])" (``{cite}`` as ``{cite:p}``; ``{cite:author}``, ``{cite:year}``), from book/references.bib, linked to
-  the site's bibliography page; ``{term}`text <term>``` -> the text linked to the term on the site's glossary;
-  ``{doc}``, ``{ref}``, ``{numref}``, ``{eq}`` -> links to the site's pages (the page's or section's title when the
-  role gives no text); ``{math}`` -> ``$...$``;
+``colab_version`` changes the markdown cells, the setup cell and the claim cells only:
+- roles: ``{cite:t}`key``` -> "[Vaswani et al. (2017)](entry)", ``{cite:p}`a,b``` -> "([A et al., 2019](entry);
+  [B, 2020](entry))" (``{cite}`` as ``{cite:p}``), from book/references.bib, each linked to its entry on the site's
+  bibliography page (the id _config.yml's ``bibtex_cite_id`` gives it); ``{term}`text <term>``` -> the text linked to
+  the term on the site's glossary; ``{doc}``, ``{ref}`` -> links to the site's pages (the page's or section's title
+  when the role gives no text). Inside a link's text, a role is its text alone (a link cannot hold a link);
 - relative links and images (``notation.md``, ``05_real_heads.ipynb#part``, ``#part``) -> absolute links to the
   site's pages (``.html``), or to the repository for any other file; targets (``(label)=``) are dropped;
 - directives: admonitions (``note``, ``tip``, ``warning``, ``admonition``, ``dropdown``, ...) -> a blockquote with a
-  bold title; ``figure`` and ``image`` -> a Markdown image with its alt text and caption; ``math`` -> ``$$``;
-  ``code-block`` -> a fenced code block;
+  bold title; ``figure`` and ``image`` -> a Markdown image with its alt text and caption;
 - claim cells (code cells that call ``claim(``; hidden on the site by their ``hide-input`` tag) get the first line
   ``# @title Check the chapter's claims`` and the cell metadata ``cellView: "form"``: Colab shows the title and the
-  ✓ lines, with the code folded away.
+  ✓ lines, with the code folded away; so does the setup cell (the first code cell), titled
+  ``# @title Setup: install the book's package`` (its ``# NBVAL_SKIP`` marker stays, on the next line).
+The solved notebook's header and exercises preamble say that it is the solved version and link the student version
+(scripts/chapter_header.py, ``with_version_blocks``).
 Math stays as it is (Colab renders ``$...$`` and ``$$...$$``), and so do fenced code blocks and inline code.
-A role or directive that this renderer does not know stops it with an error naming the notebook, rather than
-reaching a learner raw; tests/test_colab_notebooks.py checks that no Colab notebook holds MyST markup or a relative
-link, and that each is up to date.
+The renderer knows the markup the chapters use, and the admonitions and figures a chapter may add, nothing more: a
+role or directive that it does not know (``{math}``, ``{eq}``, a ``{math}`` block...) stops it with an error naming
+the notebook, rather than reaching a learner raw; tests/test_colab_notebooks.py checks that no Colab notebook holds
+MyST markup or a relative link, and that each is up to date.
 
 Author names follow the site's author-year style (sphinxcontrib-bibtex): one author "Shazeer", two "Milakov and
 Gimelshein", three or more "Vaswani et al."; a list that ends in "and others" also reads "et al." (the site writes
@@ -41,30 +44,35 @@ import re
 import sys
 
 import nbformat
+from docutils.nodes import make_id  # how sphinxcontrib-bibtex makes an entry's id from bibtex_cite_id
 from pybtex.database import parse_file
 from pybtex.richtext import Text
 from sphinx.util.nodes import _make_id  # the ids Sphinx gives glossary terms, so that the links land on them
 
-from book import ROOT, blob_url, chapters, raw_url, site_url
+from book import ROOT, blob_url, chapters, config, is_claim_cell, notebook_text, raw_url, site_url, write_generated
+from chapter_header import SOLVED, with_version_blocks
+from setup_cell import first_code_cell
 
 COLAB = ROOT / "colab"
 BOOK = ROOT / "book"
 CLAIMS_TITLE = "# @title Check the chapter's claims"
+SETUP_TITLE = "# @title Setup: install the book's package"
 FORM = {"cellView": "form"}
 
 ROLE = r"\{(?P<name>[A-Za-z][\w:+-]*)\}(?P<ticks>`+)(?P<content>.+?)(?P=ticks)"
 CODE_SPAN = r"(?P<code>`+).+?(?P=code)"
 LINK = r"(?P<bang>!?)\[(?P<text>[^\]]*)\]\((?P<target><[^>]*>|[^)\s]+)(?P<title>\s+\"[^\"]*\")?\)"
 ROLE_OR_CODE = re.compile(f"{ROLE}|{CODE_SPAN}", re.S)  # scanned left to right, so a role in inline code stays
-LINK_OR_CODE = re.compile(f"{CODE_SPAN}|{LINK}", re.S)
+INLINE = re.compile(f"{CODE_SPAN}|{LINK}|{ROLE}", re.S)  # at a "[", the link (with any role in its text) wins
 EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.S)  # "text <target>" in a role
 FENCE = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,}|:{3,})[ \t]*(?P<info>.*?)[ \t]*$")
 DIRECTIVE_INFO = re.compile(r"^\{(?P<name>[\w:-]+)\}[ \t]*(?P<argument>.*)$")
 OPTION = re.compile(r"^:(?P<key>[\w-]+):[ \t]*(?P<value>.*)$")
 TARGET = re.compile(r"^\((?P<label>[^()\s]+)\)=[ \t]*$")
 HEADING = re.compile(r"^#{1,6}[ \t]+(?P<title>.+?)[ \t#]*$", re.M)
-EQUATION_LABEL = re.compile(r"\$\$[ \t]*\((?P<label>[^()\s]+)\)|^:label:[ \t]*(?P<option>\S+)", re.M)
 ABSOLUTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//)", re.I)  # https:, mailto:, data:, //host
+LINK_TEXT_ROLE = re.compile(r"\[(?P<text>[^\]]*)\]\([^)]*\)")  # a rendered role that sits in a link's text
+CITATIONS = {"cite", "cite:p", "cite:t"}
 ADMONITIONS = {"note", "tip", "hint", "important", "warning", "caution", "attention", "danger", "error", "seealso",
                "admonition", "dropdown", "margin", "sidebar"}
 
@@ -165,16 +173,6 @@ def labels() -> dict[str, tuple[str, str]]:
 
 
 @functools.cache
-def equations() -> dict[str, str]:
-    """{equation label: its page's source}, from ``$$ ... $$ (label)`` and ``:label:`` in the book."""
-    found = {}
-    for source in _pages().values():
-        for match in EQUATION_LABEL.finditer(_markdown_of(source)):
-            found[match.group("label") or match.group("option")] = source
-    return found
-
-
-@functools.cache
 def glossary_terms(path=BOOK / "glossary.md") -> dict[str, str]:
     """{term, lower-cased: its anchor on the site's glossary page (Sphinx's id, such as "term-K-V-head")}."""
     text = path.read_text()
@@ -199,16 +197,18 @@ def _explicit(content: str) -> tuple[str | None, str]:
     return (match.group("text"), match.group("target")) if match else (None, content)
 
 
+def citation_url(key: str) -> str:
+    """The address of a reference's entry on the site's bibliography page: its id is _config.yml's
+    ``bibtex_cite_id`` made into an id as sphinxcontrib-bibtex makes it (the page has one bibliography)."""
+    template = config()["sphinx"]["config"]["bibtex_cite_id"]
+    return f"{site_url('book/references.html')}#{make_id(template.format(key=key, bibliography_count=1))}"
+
+
 def _cite(name: str, content: str) -> str:
-    url = site_url("book/references.html")
     keys = [key.strip() for key in content.split(",") if key.strip()]
     if name == "cite:t":
-        return ", ".join(f"[{cited_authors(k)} ({cited_year(k)})]({url})" for k in keys)
-    if name == "cite:author":
-        return ", ".join(f"[{cited_authors(k)}]({url})" for k in keys)
-    if name == "cite:year":
-        return ", ".join(f"[{cited_year(k)}]({url})" for k in keys)
-    return "(" + "; ".join(f"[{cited_authors(k)}, {cited_year(k)}]({url})" for k in keys) + ")"  # cite, cite:p
+        return ", ".join(f"[{cited_authors(k)} ({cited_year(k)})]({citation_url(k)})" for k in keys)
+    return "(" + "; ".join(f"[{cited_authors(k)}, {cited_year(k)}]({citation_url(k)})" for k in keys) + ")"
 
 
 def _page_target(target: str, page: str) -> str:
@@ -222,10 +222,8 @@ def _page_target(target: str, page: str) -> str:
 
 def render_role(name: str, content: str, page: str) -> str:
     """One MyST role as Markdown (``page``: the notebook's path relative to the repository, e.g. book/01_x.ipynb)."""
-    if name in {"cite", "cite:p", "cite:t", "cite:author", "cite:year"}:
+    if name in CITATIONS:
         return _cite(name, content)
-    if name == "math":
-        return f"${content}$"
     text, target = _explicit(content)
     if name == "term":
         anchor = glossary_terms().get(target.lower())
@@ -235,15 +233,11 @@ def render_role(name: str, content: str, page: str) -> str:
     if name == "doc":
         source = _page_target(target, page)
         return f"[{text or _page_title(source)}]({site_page(source)})"
-    if name in {"ref", "numref"}:
+    if name == "ref":
         if target not in labels():
-            raise RenderError(f"{page}: {{{name}}} names the label {target!r}, which no (label)= line defines")
+            raise RenderError(f"{page}: {{ref}} names the label {target!r}, which no (label)= line defines")
         source, title = labels()[target]
         return f"[{text or title}]({site_page(source)}#{target})"
-    if name == "eq":
-        if target not in equations():
-            raise RenderError(f"{page}: {{eq}} names the equation {target!r}, which no page labels")
-        return f"[{text or f'({target})'}]({site_page(equations()[target])}#equation-{target})"
     raise RenderError(f"{page}: the MyST role {{{name}}} has no Colab rendering (scripts/colab.py, render_role)")
 
 
@@ -268,20 +262,27 @@ def absolute_target(target: str, page: str, image: bool = False) -> str:
 
 
 def _inline(text: str, page: str) -> str:
-    """Roles and links in a run of Markdown prose; inline code is left as it is."""
-    def role(match):
-        return match.group(0) if match.group("name") is None else render_role(match.group("name"),
-                                                                                match.group("content"), page)
+    """Roles and links in a run of Markdown prose, scanned left to right; inline code is left as it is. A role in a
+    link's text becomes its text alone ("[the {term}`head` page](notation.md)" -> "[the head page](...)"): Markdown
+    has no link inside a link."""
+    def plain_roles(link_text: str) -> str:
+        def role(match):
+            if match.group("name") is None:  # a code span
+                return match.group(0)
+            rendered = render_role(match.group("name"), match.group("content"), page)
+            return LINK_TEXT_ROLE.sub(r"\g<text>", rendered)
+        return ROLE_OR_CODE.sub(role, link_text)
 
-    text = ROLE_OR_CODE.sub(role, text)
-
-    def link(match):
-        if match.group("target") is None:  # a code span
+    def piece(match):
+        if match.group("code") is not None:  # a code span
             return match.group(0)
+        if match.group("name") is not None:  # a role outside any link
+            return render_role(match.group("name"), match.group("content"), page)
         target = absolute_target(match.group("target"), page, image=bool(match.group("bang")))
-        return f"{match.group('bang')}[{match.group('text')}]({target}{match.group('title') or ''})"
+        return (f"{match.group('bang')}[{plain_roles(match.group('text'))}]"
+                f"({target}{match.group('title') or ''})")
 
-    return LINK_OR_CODE.sub(link, text)
+    return INLINE.sub(piece, text)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -289,16 +290,10 @@ def _inline(text: str, page: str) -> str:
 
 
 def _options(body: list[str]) -> tuple[dict, list[str]]:
-    """A directive's ``:key: value`` lines (or a ``---`` YAML block) at the top of its body, and the rest."""
+    """A directive's ``:key: value`` lines at the top of its body, and the rest."""
     options, index = {}, 0
     if body and body[0].strip() == "---":
-        end = next((i for i in range(1, len(body)) if body[i].strip() == "---"), None)
-        if end is None:
-            raise RenderError("a directive's --- options block is not closed")
-        for line in body[1:end]:
-            key, _, value = line.partition(":")
-            options[key.strip()] = value.strip()
-        index = end + 1
+        raise RenderError("a directive's options are written as :key: value lines here, not as a --- block")
     while index < len(body) and OPTION.match(body[index].strip()):
         option = OPTION.match(body[index].strip())
         options[option.group("key")] = option.group("value")
@@ -313,8 +308,8 @@ def _quoted(text: str) -> str:
 def render_directive(name: str, argument: str, body: list[str], page: str) -> str:
     """One MyST directive as Markdown that Colab shows."""
     options, body = _options(body)
-    content = render_markdown("\n".join(body).strip("\n"), page)
     if name in ADMONITIONS:
+        content = render_markdown("\n".join(body).strip("\n"), page)
         title = argument if name in {"admonition", "dropdown", "sidebar"} and argument else name.capitalize()
         if name == "seealso":
             title = "See also"
@@ -325,11 +320,8 @@ def render_directive(name: str, argument: str, body: list[str], page: str) -> st
         if not alt:
             raise RenderError(f"{page}: a {{{name}}} of {argument!r} has no :alt: text")
         image = f"![{alt}]({absolute_target(argument, page, image=True)})"
-        return image + (f"\n\n*{content}*" if content and name == "figure" else "")
-    if name == "math":
-        return f"$$\n{chr(10).join(body).strip()}\n$$"
-    if name in {"code-block", "code", "sourcecode"}:
-        return f"```{argument}\n" + "\n".join(body).strip("\n") + "\n```"
+        caption = render_markdown("\n".join(body).strip("\n"), page) if name == "figure" else ""
+        return image + (f"\n\n*{caption}*" if caption else "")
     raise RenderError(f"{page}: the MyST directive {{{name}}} has no Colab rendering "
                       "(scripts/colab.py, render_directive)")
 
@@ -379,38 +371,28 @@ def render_markdown(text: str, page: str) -> str:
 # Notebooks
 
 
-def is_claim_cell(cell) -> bool:
-    """A code cell that checks the chapter's claims (calls ``claim(``; imports it, if at all, only after)."""
-    return (cell.cell_type == "code" and "claim(" in cell.source
-            and "import" not in cell.source.split("claim(")[0])
-
-
 def colab_version(nb, chapter: pathlib.Path):
     """The notebook ``nb`` (the chapter at ``chapter``, or its student version) as Colab should show it: a new
     notebook, with its markdown rendered and its claim cells as titled forms; ``nb`` is not changed."""
     nb = copy.deepcopy(nb)
     page = (BOOK / chapter.name).relative_to(ROOT).as_posix()
+    setup = first_code_cell(nb)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             try:
                 cell.source = render_markdown(cell.source, page)
             except RenderError as error:
                 raise RenderError(f"{chapter.name}, cell {cell.get('id')}: {error}") from None
-        elif is_claim_cell(cell):
-            cell.source = f"{CLAIMS_TITLE}\n{cell.source}"
+        elif cell is setup or is_claim_cell(cell):
+            cell.source = f"{SETUP_TITLE if cell is setup else CLAIMS_TITLE}\n{cell.source}"
             cell.metadata.update(FORM)
     return nb
 
 
-def notebook_text(nb) -> str:
-    """A notebook as the repository stores it."""
-    text = nbformat.writes(nb)
-    return text if text.endswith("\n") else text + "\n"
-
-
 def render(chapter: pathlib.Path) -> str:
     """colab/NN_name.ipynb's text for the chapter book/NN_name.ipynb."""
-    return notebook_text(colab_version(nbformat.read(chapter, as_version=4), chapter))
+    nb = with_version_blocks(nbformat.read(chapter, as_version=4), chapter.name, SOLVED)
+    return notebook_text(colab_version(nb, chapter))
 
 
 def colab_path(chapter: pathlib.Path) -> pathlib.Path:
@@ -418,26 +400,9 @@ def colab_path(chapter: pathlib.Path) -> pathlib.Path:
 
 
 def main(argv) -> int:
-    check = "--check" in argv
     only = [pathlib.Path(a).name for a in argv if a.endswith(".ipynb")]  # chapters named: only theirs, no orphans
-    stale = []
-    for chapter in [c for c in chapters() if not only or c.name in only]:
-        path, text = colab_path(chapter), render(chapter)
-        if path.exists() and path.read_text() == text:
-            continue
-        stale.append(path)
-        if not check:
-            COLAB.mkdir(exist_ok=True)
-            path.write_text(text)
-    orphans = [] if only else sorted(set(COLAB.glob("*.ipynb")) - {colab_path(c) for c in chapters()})
-    for path in orphans:
-        if not check:
-            path.unlink()
-    for path in stale:
-        print(f"{path.relative_to(ROOT)}: {'out of date' if check else 'written'}")
-    for path in orphans:
-        print(f"{path.relative_to(ROOT)}: {'has no chapter' if check else 'removed (no chapter)'}")
-    return 1 if check and (stale or orphans) else 0
+    wanted = {colab_path(c): render(c) for c in chapters() if not only or c.name in only}
+    return write_generated(wanted, None if only else COLAB, check="--check" in argv, remedy="make student")
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ def course_map_table(folder=GUIDE.parent) -> str:
 
 def exercise_table(folder=GUIDE.parent) -> str:
     import attention_book.checks as checks
+    from attention_book.grading.assignment import check_calls
 
     rows = ["| | You write | Its check (`attention_book.checks`) | What it asks for | What it tries, against what |",
             "|---|---|---|---|---|"]
@@ -62,7 +63,7 @@ def exercise_table(folder=GUIDE.parent) -> str:
         for c in nb.cells:
             if "exercise-check" not in c.metadata.get("tags", []):
                 continue
-            for name, written in re.findall(r"checks\.(check_\w+)\((\w+)", c.source):
+            for name, written in check_calls(c.source):
                 asks, _, tries = inspect.getdoc(getattr(checks, name)).partition("\n\n")
                 tries = tries or "(not described yet: give the check's docstring a second paragraph)"
                 rows.append(f"| {number} | `{written}` | `{name}` | `{cell(asks).replace('`', '')}` | {cell(tries)} |")

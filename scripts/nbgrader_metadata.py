@@ -24,7 +24,7 @@ import sys
 
 import nbformat
 
-from book import ROOT, chapters
+from book import chapters, notebook_text, write_generated
 
 SCHEMA_VERSION = 3
 EXERCISE, CHECK, USES_EXERCISES = "exercise", "exercise-check", "uses-exercises"
@@ -87,20 +87,8 @@ def with_nbgrader_metadata(nb):
 
 
 def main(argv) -> int:
-    check = "--check" in argv
-    stale = []
-    for path in chapters():
-        nb = nbformat.read(path, as_version=4)
-        new = with_nbgrader_metadata(nb)
-        if new == nb:
-            continue
-        stale.append(path)
-        if not check:
-            nbformat.write(new, path)
-    verb = "out of date: run `make nbgrader-metadata`" if check else "rewritten"
-    for path in stale:
-        print(f"{path.relative_to(ROOT)}: nbgrader metadata {verb}")
-    return 1 if stale and check else 0
+    wanted = {path: notebook_text(with_nbgrader_metadata(nbformat.read(path, as_version=4))) for path in chapters()}
+    return write_generated(wanted, None, check="--check" in argv, remedy="make nbgrader-metadata")
 
 
 if __name__ == "__main__":

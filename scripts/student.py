@@ -13,7 +13,9 @@ In a student version:
   section 3 runs the learner's decoder, prints its answer, and makes claims about it): its outputs are cleared too,
   since the solved chapter's would show what the learner has not written yet, and it is tagged ``raises-exception``,
   since it fails as long as an exercise is a stub (nbval and "Run All" go on past it, as past a check cell);
-- a short note after the title says what to do and links the solved chapter (its Colab notebook, colab/NN_name.ipynb);
+- its header and exercises preamble say what it holds and how to run it, and link the solved chapter (its Colab
+  notebook, colab/NN_name.ipynb), not itself (scripts/chapter_header.py); a short note after the title says what
+  to write and to save a copy in Colab;
 - everything else is kept, the setup cell included, so the notebook opens in Colab on its own;
 - then, as for every notebook a Colab link opens, the site's MyST markup is rendered as plain Markdown and the claim
   cells become titled forms (scripts/colab.py, ``colab_version``).
@@ -26,9 +28,10 @@ import sys
 
 import nbformat
 
-from book import ROOT, chapters
-from chapter_header import EXERCISES_LINK, HEADER, block_pattern, exercises_block, header_block, solved_link
-from colab import colab_version, notebook_text
+from book import ROOT, chapters, notebook_text, write_generated
+from chapter_header import STUDENT as STUDENT_VERSION
+from chapter_header import with_version_blocks
+from colab import colab_version
 from exercises import has_solution, stub_solutions
 
 STUDENT = ROOT / "student"
@@ -40,11 +43,13 @@ RAISING = {"exercise-check", USES_EXERCISES}  # cells that fail on a stub
 NOTE_ID = "student-version-note"
 
 
-def note_cell(chapter: pathlib.Path):
-    text = ("**Student version.** The exercises at the end are yours to write: each `raise NotImplementedError` "
-            "marks code to replace, and the check cell after it says whether your answer is right, on which input "
-            "it went wrong, and what it expected; `checks.hint(\"name\")`, with the name of the function you are "
-            f"writing, prints a hint. Run the setup cell first. The solved chapter: {solved_link(chapter.name)}.")
+def note_cell():
+    """The note after the title: what the student version holds and the one thing to do before writing (the
+    header above links the solved chapter; the Exercises section says how to run the exercises)."""
+    text = ("**Student version.** The exercises (the \"Exercises\" section) are yours to write: each stub that "
+            "raises `NotImplementedError` marks code to replace, and the check cell after it says whether your "
+            "answer is right. Colab keeps what you write only in a copy of your own: choose File > Save a copy in "
+            "Drive first. The Exercises section says how to run them.")
     cell = nbformat.v4.new_markdown_cell(text, metadata={"tags": ["student-note"]})
     cell.id = NOTE_ID
     return cell
@@ -67,16 +72,10 @@ def student_version(nb, chapter: pathlib.Path):
         if cell.cell_type == "code" and tags & RAISING and RAISES not in tags:
             cell.metadata["tags"] = [*cell.metadata["tags"], RAISES]
         cells.append(cell)
-    meta = nb.metadata.get("attention_book", {})
-    for cell in cells:  # the generated header and exercises link, as the student version says them (not itself)
-        if cell.cell_type == "markdown" and "time_read_minutes" in meta:
-            cell.source = block_pattern(HEADER).sub(lambda _: header_block(chapter.name, meta, student=True),
-                                                    cell.source, count=1)
-            cell.source = block_pattern(EXERCISES_LINK).sub(lambda _: exercises_block(chapter.name, student=True),
-                                                            cell.source, count=1)
-    title = 1 if cells and cells[0].cell_type == "markdown" else 0
-    cells.insert(title, note_cell(chapter))
     nb.cells = cells
+    with_version_blocks(nb, chapter.name, STUDENT_VERSION)  # its header and exercises preamble, not linking itself
+    title = 1 if cells and cells[0].cell_type == "markdown" else 0
+    cells.insert(title, note_cell())
     return nb
 
 
@@ -90,26 +89,9 @@ def student_path(chapter: pathlib.Path) -> pathlib.Path:
 
 
 def main(argv) -> int:
-    check = "--check" in argv
     only = [pathlib.Path(a).name for a in argv if a.endswith(".ipynb")]  # chapters named: only theirs, no orphans
-    stale = []
-    for chapter in [c for c in chapters() if not only or c.name in only]:
-        path, text = student_path(chapter), render(chapter)
-        if path.exists() and path.read_text() == text:
-            continue
-        stale.append(path)
-        if not check:
-            STUDENT.mkdir(exist_ok=True)
-            path.write_text(text)
-    orphans = [] if only else sorted(set(STUDENT.glob("*.ipynb")) - {student_path(c) for c in chapters()})
-    for path in orphans:
-        if not check:
-            path.unlink()
-    for path in stale:
-        print(f"{path.relative_to(ROOT)}: {'out of date' if check else 'written'}")
-    for path in orphans:
-        print(f"{path.relative_to(ROOT)}: {'has no chapter' if check else 'removed (no chapter)'}")
-    return 1 if check and (stale or orphans) else 0
+    wanted = {student_path(c): render(c) for c in chapters() if not only or c.name in only}
+    return write_generated(wanted, None if only else STUDENT, check="--check" in argv, remedy="make student")
 
 
 if __name__ == "__main__":

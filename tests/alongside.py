@@ -2,11 +2,12 @@
 
 The simulated Colab kernel is single-threaded by design (its numerics are one thread's), so run after the rest it
 leaves one of two cores idle for most of its run. Here the first process, once it has collected, takes the selected
-colab tests out of its own run and starts ``python -m pytest <their node ids> --alongside-reports FILE`` with its
-output in _build/colab.log. That process writes each test report to FILE (pytest's own serialisation, as pytest-xdist
-and pytest-reportlog use); when the first process has run its own tests, it waits for the second and replays its
-reports through the usual hooks. So the failures, the -ra lines, the durations, the last-failed cache and the
-closing "N passed, N failed" line, and the exit status, are those of the whole run, as if one process had run it.
+colab tests out of its own run, with the timing claims under load (BALANCE below) before them, and starts
+``python -m pytest <their node ids> --alongside-reports FILE`` with its output in _build/colab.log. That process
+writes each test report to FILE (pytest's own serialisation, as pytest-xdist and pytest-reportlog use); when the first
+process has run its own tests, it waits for the second and replays its reports through the usual hooks. So the
+failures, the -ra lines, the durations, the last-failed cache and the closing "N passed, N failed" line, and the exit
+status, are those of the whole run, as if one process had run it.
 """
 import json
 import os
@@ -15,11 +16,39 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 from conftest import COLAB_TIMES, ROOT, RUN_DIR_VARIABLE
 
 LOG = ROOT / "_build" / "colab.log"
+# Test files that the second process runs too, before the colab tests, so that both processes end at about the same
+# time: on 2 cores the first process ran some 950 s and the colab tests some 780 s (both busy side by side), so about
+# 90 s of the first one's work moves. The timing claims under load fit: about 90 s, they share no fixture with the
+# first process's tests (a fixture both used would be made twice), and their two spinning processes load the machine
+# as before (beside the first process's tests instead of the colab runs).
+BALANCE = ("tests/test_timing_claims_under_load.py",)
+
+
+def split(items):
+    """(the first process's items, the second's in the order it runs them: BALANCE's files, then the colab tests);
+    nothing moves when no colab test is selected."""
+    def colab(item):
+        return item.get_closest_marker("colab") is not None
+
+    if not any(colab(item) for item in items):
+        return items, []
+    moved = [item for item in items if colab(item) or item.nodeid.split("::")[0] in BALANCE]
+    return [item for item in items if item not in moved], sorted(moved, key=colab)  # a stable sort
+
+
+def balance_line(later):
+    """How much later (or, negative, earlier) the second process ended than the first process's own tests."""
+    if abs(later) < 30:
+        return f"the two processes ended within {abs(later):.0f} s of each other"
+    longer, shorter = ("second", "first") if later > 0 else ("first", "second")
+    return (f"the {longer} pytest process ended {abs(later):.0f} s after the {shorter}, and ran alone meanwhile: "
+            f"to balance them, move a test file to the {shorter} (BALANCE in tests/alongside.py)")
 
 
 class ReportWriter:
@@ -41,7 +70,7 @@ class ReportWriter:
                                                                                   report=report)})
 
     def pytest_sessionfinish(self):
-        self._write({"colab_times": COLAB_TIMES})
+        self._write({"colab_times": COLAB_TIMES, "ended": time.time()})
 
 
 class Alongside:
@@ -54,22 +83,25 @@ class Alongside:
         os.environ[RUN_DIR_VARIABLE] = self.folder  # the package_wheel fixture builds once for both processes
         self.reports = os.path.join(self.folder, "colab-reports.jsonl")
         self.count = 0
+        self.balance = None  # balance_line() of the run, shown in the summary
 
     @pytest.hookimpl(trylast=True)  # after -m and -k have deselected
     def pytest_collection_modifyitems(self, session, config, items):
-        colab = [item for item in items if item.get_closest_marker("colab")]
-        if not colab:
+        kept, moved = split(items)
+        if not moved:
             return
-        items[:] = [item for item in items if not item.get_closest_marker("colab")]
-        self.count = len(colab)
+        items[:] = kept
+        self.count = len(moved)
         LOG.parent.mkdir(exist_ok=True)
         with open(LOG, "w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--alongside-reports", self.reports,
-                 *[item.nodeid for item in colab]],
+                 *[item.nodeid for item in moved]],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        colab = sum(item.get_closest_marker("colab") is not None for item in moved)
         config.pluginmanager.get_plugin("terminalreporter").write_line(
-            f"{len(colab)} colab tests run alongside in a second pytest process (log: {LOG.relative_to(ROOT)})")
+            f"{colab} colab tests, and {len(moved) - colab} of {', '.join(BALANCE)}, run alongside in a second pytest "
+            f"process (log: {LOG.relative_to(ROOT)})")
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtestloop(self, session):
@@ -80,7 +112,8 @@ class Alongside:
 
     def replay(self, session):
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        reporter.write_sep("-", f"waiting for the colab tests (log: {LOG.relative_to(ROOT)})")
+        reporter.write_sep("-", f"waiting for the second process (log: {LOG.relative_to(ROOT)})")
+        own_end = time.time()
         returncode = self.process.wait()
         self.process = None
         hook, failed, seen = self.config.hook, 0, 0
@@ -91,6 +124,7 @@ class Alongside:
         for record in records:
             if "colab_times" in record:
                 COLAB_TIMES.update({name: tuple(times) for name, times in record["colab_times"].items()})
+                self.balance = balance_line(record["ended"] - own_end)
                 continue
             report = hook.pytest_report_from_serializable(config=self.config, data=record["report"])
             if isinstance(report.longrepr, list):  # a skip's (path, line, reason): a tuple that JSON made a list
@@ -107,6 +141,12 @@ class Alongside:
                 hook.pytest_runtest_logfinish(nodeid=report.nodeid, location=report.location)
         if returncode not in (0, 1) or (returncode == 1 and not failed) or seen < self.count:
             self.crashed(returncode, seen)
+
+    @pytest.hookimpl(tryfirst=True)  # before the per-chapter table and the budget line (tests/conftest.py)
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.balance:
+            terminalreporter.write_sep("=", "the two pytest processes")
+            terminalreporter.write_line(self.balance)
 
     def crashed(self, returncode, seen):
         """The second process ended without reporting every test: one failing report says so, with its log's end."""

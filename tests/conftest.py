@@ -1,7 +1,7 @@
 """Shared set-up: the repository's paths, the book's helper scripts on sys.path, the markers set from what a test
 uses, the expensive things built or loaded once a session (the site, the package's wheel, SmolLM2 and its
-transformers reference and tokenizer), the simulated Colab run beside the rest (--colab-alongside), and the
-per-chapter time table at the end of a run."""
+transformers reference and tokenizer), the simulated Colab run beside the rest (--colab-alongside), the
+per-chapter time table at the end of a run, and under make test its time against the budget."""
 import dataclasses
 import importlib.util
 import json
@@ -10,6 +10,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import time
 from collections import defaultdict
 
 import pytest
@@ -26,6 +27,11 @@ RUN_DIR_VARIABLE = "ATTENTION_BOOK_TEST_RUN_DIR"
 # (attention_book.experiments.claims).
 os.environ[claims_module.STRICT] = "1"
 CHAPTER_TIMES = ROOT / "_build" / "chapter-times.md"
+# make test's time budget: a fresh clone, on 2 cores, its install included. The Makefile's test target sets
+# MAKE_STARTED (seconds since the epoch, when make started), and the run's summary compares the two.
+BUDGET_SECONDS = 13 * 60
+MAKE_STARTED = "ATTENTION_BOOK_MAKE_STARTED"
+PYTEST_STARTED = time.time()
 
 # Markers set from the fixtures a test uses (the notebook marker: nbval's items of book/*.ipynb).
 MARKER_OF_FIXTURE = {
@@ -177,6 +183,8 @@ class NativeTimes:
 
 def pytest_configure(config):
     config.pluginmanager.register(NativeTimes(), "native-chapter-times")
+    if MAKE_STARTED in os.environ and not config.getoption("--alongside-reports"):
+        config.pluginmanager.register(BudgetLine(), "make-test-budget")
     if config.getoption("--colab-alongside") and not config.getoption("collectonly"):
         from alongside import Alongside
 
@@ -234,6 +242,25 @@ def pytest_terminal_summary(terminalreporter):
         CHAPTER_TIMES.parent.mkdir(exist_ok=True)
         CHAPTER_TIMES.write_text("# Seconds per chapter in the last test run\n\n" + "\n".join(rows) + "\n")
         terminalreporter.write_line(f"(written to {CHAPTER_TIMES.relative_to(ROOT)})")
+
+
+class BudgetLine:
+    """Under make test (MAKE_STARTED set), the summary's last line: budget_line(), after pytest's durations."""
+
+    @staticmethod
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(terminalreporter):
+        terminalreporter.write_sep("=", "make test's time budget")
+        terminalreporter.write_line(budget_line(time.time()))
+
+
+def budget_line(now):
+    """make test's seconds so far (install and lint included) against its budget, and pytest's own."""
+    spent = now - float(os.environ[MAKE_STARTED])
+    verdict = "within" if spent <= BUDGET_SECONDS else f"{spent - BUDGET_SECONDS:.0f} s over"
+    return (f"make test: {spent:.0f} s since make started, {verdict} its budget of {BUDGET_SECONDS} s "
+            f"({BUDGET_SECONDS // 60} min for a fresh clone on 2 cores, install included); "
+            f"pytest {now - PYTEST_STARTED:.0f} s")
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,8 @@
 """The site builds from the stored outputs with no warnings, and each chapter page has its Colab button, which opens
-the notebooks rendered for Colab (colab/ and student/, scripts/colab_button.py), never the chapter's MyST source."""
+the notebooks rendered for Colab (colab/ and student/, scripts/colab_button.py), never the chapter's MyST source; every
+citation link of those notebooks lands on its entry of the bibliography page."""
+import re
+
 import yaml
 from conftest import ROOT, chapter_paths
 
@@ -27,3 +30,13 @@ def test_mathjax_is_served_by_the_site(built_book):
     assert "cdn.jsdelivr.net" not in page
     size = sum(p.stat().st_size for p in mathjax.rglob("*") if p.is_file())
     assert size < 3 * 2**20, f"the MathJax copy is {size / 2**20:.1f} MiB: copy only what the pages load"
+
+
+def test_every_citation_in_a_colab_notebook_lands_on_its_bibliography_entry(built_book):
+    """scripts/colab.py links each citation to references.html#<id>, the id _config.yml's bibtex_cite_id gives the
+    entry; the built page must hold every such id, on an entry of the bibliography."""
+    page = (built_book.html / "book" / "references.html").read_text()
+    entries = set(re.findall(r'<div class="citation" id="([^"]+)"', page))
+    linked = {anchor for folder in ("colab", "student") for path in (ROOT / folder).glob("*.ipynb")
+              for anchor in re.findall(r"references\.html#([\w-]+)", path.read_text())}
+    assert len(linked) >= 20 and linked <= entries, f"links to no entry of the bibliography: {sorted(linked - entries)}"

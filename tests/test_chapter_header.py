@@ -151,6 +151,29 @@ def test_a_hand_written_time_paragraph_is_replaced_once():
     assert chapter_header.with_header(new, block) == new
 
 
+def test_each_version_links_the_other_colab_notebook_and_never_itself():
+    meta = {"time_read_minutes": 60, "time_exercises_minutes": 25}
+    student, solved = colab_url("student/01_x.ipynb"), colab_url("colab/01_x.ipynb")
+    links = {}
+    for version in (chapter_header.SITE, chapter_header.STUDENT, chapter_header.SOLVED):
+        text = chapter_header.header_block("01_x.ipynb", meta, version) + chapter_header.exercises_block("01_x.ipynb",
+                                                                                                         version)
+        links[version] = (text.count(student), text.count(solved))
+    assert links == {"site": (2, 1), "student": (0, 2), "solved": (2, 0)}
+    assert "this is the solved version" in chapter_header.header_block("01_x.ipynb", meta, chapter_header.SOLVED)
+    with pytest.raises(ValueError, match="version must be 'site', 'student' or 'solved', not 'colab'"):
+        chapter_header.header_block("01_x.ipynb", meta, "colab")
+
+
+def test_the_packages_repository_address_is_written_from_the_config():
+    source = chapter_header.CLAIMS.read_text()
+    fork = chapter_header.with_repository_url(source, "https://github.com/someone/fork")
+    assert 'REPOSITORY_URL = "https://github.com/someone/fork"\n' in fork
+    assert fork.replace("someone/fork", "x") == chapter_header.with_repository_url(source, "https://github.com/x")
+    with pytest.raises(SystemExit, match="must hold one line REPOSITORY_URL"):
+        chapter_header.with_repository_url("x = 1\n", "https://github.com/x")
+
+
 def test_exercises_link_goes_under_the_heading_once():
     source = "## Exercises\n\nEach exercise asks for one function.\n\n### Exercise 1: x\n"
     block = chapter_header.exercises_block("01_x.ipynb")

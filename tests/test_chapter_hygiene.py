@@ -12,14 +12,14 @@ import nbformat
 import pytest
 from conftest import ROOT, chapter_paths
 
+from book import is_claim_cell
+
 CHAPTERS = [pytest.param(path, id=path.name) for path in chapter_paths()]
 FORBIDDEN = re.compile(r"ATEN_CPU_CAPABILITY|\bMKL|simulated Colab", re.I)
 
 
 def claim_cells(nb):
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and "claim(" in cell.source and "import" not in cell.source.split("claim(")[0]:
-            yield index, cell
+    return [(index, cell) for index, cell in enumerate(nb.cells) if is_claim_cell(cell)]
 
 
 @pytest.mark.parametrize("path", CHAPTERS)

@@ -36,17 +36,16 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from datetime import datetime
 
 import nbformat
 import pytest
+from cached_environment import cached_environment as shared_cached_environment
 from conftest import COLAB_TIMES, ROOT, chapter_paths
 from nbclient import NotebookClient
 from nbval.plugin import coalesce_streams, transform_streams_for_comparison
@@ -136,23 +135,9 @@ def make_environment(venv):
 
 def cached_environment():
     """The environment as made, in the user's cache (~/.cache/attention-book/venv-colab-<hash of made_with()>): made
-    once per machine and set of pins, whatever the checkout, so that a fresh clone does not wait minutes for it. Made
-    beside its final name and renamed into place, so that two runs at once never see half of one."""
-    key = hashlib.sha256(json.dumps(made_with(), sort_keys=True).encode()).hexdigest()[:16]
-    cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "attention-book"
-    made = cache / f"venv-colab-{key}"
-    if not (made / "colab-stamp.json").exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        building = pathlib.Path(tempfile.mkdtemp(prefix=f"{made.name}.", dir=cache))
-        make_environment(building)
-        try:
-            building.rename(made)
-        except OSError:  # another run made it meanwhile
-            shutil.rmtree(building, ignore_errors=True)
-        for old in cache.glob("venv-colab-*"):  # earlier pins' environments: checkouts hold their own links
-            if old.name != made.name and "." not in old.name:
-                shutil.rmtree(old, ignore_errors=True)
-    return made
+    once per machine and set of pins, whatever the checkout, so that a fresh clone does not wait minutes for it
+    (tests/cached_environment.py: made under a lock, so that two runs at once never see half of one)."""
+    return shared_cached_environment("venv-colab", made_with(), make_environment, "colab-stamp.json")
 
 
 @pytest.fixture(scope="session")

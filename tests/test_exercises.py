@@ -124,15 +124,14 @@ SIZE_OF_NUMBERS = {
 def test_checks_try_the_smallest_inputs_first(path):
     """So that the first failure a check reports is on the smallest input that shows it: the inputs a check passes
     to the solution never grow smaller from one call to the next."""
-    import re
-
     import attention_book.checks as checks
     from attention_book.checks._compare import _size
+    from attention_book.grading.assignment import check_calls
 
     chapter = nbformat.read(path, as_version=4)
     namespace = solutions(chapter, path.name)
     pairs = [pair for c in chapter.cells if "exercise-check" in c.metadata.get("tags", [])
-             for pair in re.findall(r"checks\.(check_\w+)\((\w+)", c.source)]
+             for pair in check_calls(c.source)]
     for check, written in pairs:
         sizes, size, solution = [], SIZE_OF_NUMBERS.get(check, _size), namespace[written]
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 from attention_book.checks import CheckFailed
 from attention_book.checks._compare import _see_hint
+from attention_book.grading.assignment import check_calls
 from conftest import ROOT, chapter_paths
 
 ALL_CHECKS = [getattr(checks, name) for name in checks.__all__ if name.startswith("check_")]
@@ -115,7 +116,7 @@ def exercises_in_the_book():
     for path in chapter_paths():
         for cell in nbformat.read(path, as_version=4).cells:
             if "exercise-check" in cell.metadata.get("tags", []):
-                pairs += re.findall(r"checks\.(check_\w+)\((\w+)", cell.source)
+                pairs += check_calls(cell.source)
     return pairs
 
 

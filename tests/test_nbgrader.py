@@ -10,19 +10,22 @@
   not need), made once per machine and set of pins in ~/.cache/attention-book; the chapter runs in a kernel of the
   book's own Python, where the package is installed, so the setup cell does nothing.
 """
+import concurrent.futures
 import csv
-import hashlib
 import json
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import nbformat
 import pytest
+from cached_environment import cached_environment
 from conftest import ROOT, chapter_paths
+from exercise_answers import answered
 
 from nbgrader_metadata import SCHEMA_VERSION, nbgrader_cells, with_nbgrader_metadata
 from student import student_path
@@ -92,42 +95,47 @@ def test_nbgrader_metadata_errors_name_the_rule():
 # nbgrader itself, on chapter 1
 
 
+def _make_nbgrader_environment(folder):
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    "-r", str(PINS)], check=True)
+    (folder / "made-with.json").write_text(json.dumps(_made_with()))
+
+
+def _made_with():
+    return {"pins": PINS.read_text(), "python": sys.version.split()[0], "platform": sys.platform}
+
+
 def nbgrader_environment() -> pathlib.Path:
     """The bin folder of an environment holding tests/nbgrader-pins.txt, made once per machine and set of pins in
-    ~/.cache/attention-book/venv-nbgrader-<hash>. It is made in place (nbgrader runs its scripts, such as alembic,
-    whose first lines name the environment's path), and its stamp, made-with.json, is written last: a folder without
-    it is what an interrupted run left, and is made again."""
-    made_with = {"pins": PINS.read_text(), "python": sys.version.split()[0], "platform": sys.platform}
-    key = hashlib.sha256(json.dumps(made_with, sort_keys=True).encode()).hexdigest()[:16]
-    cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "attention-book"
-    made = cache / f"venv-nbgrader-{key}"
-    if not (made / "made-with.json").exists():
-        shutil.rmtree(made, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(made)], check=True)
-        subprocess.run([str(made / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "-r", str(PINS)], check=True)
-        (made / "made-with.json").write_text(json.dumps(made_with))
-        for old in cache.glob("venv-nbgrader-*"):  # earlier pins' environments
-            if old != made:
-                shutil.rmtree(old, ignore_errors=True)
-    return made / "bin"
+    ~/.cache/attention-book/venv-nbgrader-<hash> (tests/cached_environment.py: in place, as nbgrader runs its
+    scripts, such as alembic, whose first lines name the environment's path; under a lock, so that two runs at once
+    share it)."""
+    return cached_environment("venv-nbgrader", _made_with(), _make_nbgrader_environment, "made-with.json") / "bin"
 
 
-def _answers():
-    """{grade_id: the model solution's code, without the solution markers} of chapter 1."""
-    marker = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION\n", re.M)
-    return {c.metadata["nbgrader"]["grade_id"]: marker.sub("", c.source)
-            for c in nbformat.read(CHAPTER, as_version=4).cells if c.metadata.get("nbgrader", {}).get("solution")}
+def test_two_runs_at_once_share_one_cached_environment(tmp_path, monkeypatch):
+    """The second run waits for the first's environment, made once, in place (its path is the one its scripts name),
+    instead of removing it to build its own; earlier pins' environments go."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    made, started = [], threading.Event()
 
+    def make(folder):
+        made.append(folder)
+        folder.mkdir()
+        started.set()
+        time.sleep(0.3)  # the other run arrives meanwhile
+        (folder / "stamp").write_text("done")
 
-def _submit(source, target, answers):
-    """Write the notebook ``source`` to ``target`` with every answer cell holding answers[its grade_id]."""
-    nb = nbformat.read(source, as_version=4)
-    for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            cell.source = answers[cell.metadata["nbgrader"]["grade_id"]]
-    target.parent.mkdir(parents=True)
-    nbformat.write(nb, target)
+    old = tmp_path / "attention-book" / "venv-test-0123456789abcdef"
+    old.mkdir(parents=True)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(cached_environment, "venv-test", {"pins": 1}, make, "stamp")
+        started.wait(5)
+        second = pool.submit(cached_environment, "venv-test", {"pins": 1}, make, "stamp")
+        folders = {first.result(), second.result()}
+    assert len(made) == 1 and folders == {made[0]} and (made[0] / "stamp").read_text() == "done"
+    assert not old.exists()
 
 
 GRADES = """
@@ -148,13 +156,11 @@ def test_nbgrader_generates_and_autogrades_chapter_1(tmp_path):
     (course / "source" / "ch01").mkdir(parents=True)
     shutil.copy(CHAPTER, course / "source" / "ch01")
     shutil.copy(ROOT / "nbgrader_config.py", course)
-    kernels = tmp_path / "jupyter" / "kernels" / "python3"  # the notebooks' kernel: the book's own Python
-    kernels.mkdir(parents=True)
-    (kernels / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (the book's environment)", "language": "python"}))
-    env = {**os.environ, "JUPYTER_PATH": str(tmp_path / "jupyter"),
-           "PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}"}
+    # the notebooks' kernel, python3, is the book's own Python (where the package is installed), as the guide has it
+    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(course / "jupyter"), "--name",
+                    "python3"], check=True, capture_output=True)
+    env = {**os.environ, "JUPYTER_PATH": str(course / "jupyter" / "share" / "jupyter"),
+           "PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}"}  # as `source nbgrader-env/bin/activate` does
 
     def nbgrader(*args):
         done = subprocess.run([str(python), "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True,
@@ -167,12 +173,13 @@ def test_nbgrader_generates_and_autogrades_chapter_1(tmp_path):
     stubs = [c.source for c in released.cells if c.metadata.get("nbgrader", {}).get("solution")]
     assert len(stubs) == 3 and all("raise NotImplementedError" in s and "SOLUTION" not in s for s in stubs)
 
-    answers = _answers()
     overflows = "def stable_softmax(x):\n    return x.exp() / x.exp().sum(-1, keepdim=True)\n"
-    _submit(course / "release" / "ch01" / CHAPTER.name, course / "submitted" / "right" / "ch01" / CHAPTER.name, answers)
-    # a learner's student version from Colab, with one answer that overflows on large inputs
-    _submit(student_path(CHAPTER), course / "submitted" / "overflow" / "ch01" / CHAPTER.name,
-            {**answers, "stable_softmax": overflows})
+    for learner, notebook, answers in [
+            ("right", course / "release" / "ch01" / CHAPTER.name, {}),
+            # a learner's student version from Colab, with one answer that overflows on large inputs
+            ("overflow", student_path(CHAPTER), {"stable_softmax": overflows})]:
+        (course / "submitted" / learner / "ch01").mkdir(parents=True)
+        nbformat.write(answered(notebook, CHAPTER, answers), course / "submitted" / learner / "ch01" / CHAPTER.name)
     nbgrader("autograde", "ch01")  # adds the students it finds in submitted/ to its gradebook
     nbgrader("export")
 

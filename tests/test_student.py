@@ -14,8 +14,9 @@ import pytest
 from conftest import ROOT, chapter_paths
 
 from exercises import has_solution
+from colab import SETUP_TITLE
 from setup_cell import first_code_cell
-from student import CLEARED, RAISES, SOLUTION_ONLY, USES_EXERCISES, render, student_path
+from student import CLEARED, NOTE_ID, RAISES, SOLUTION_ONLY, USES_EXERCISES, render, student_path
 
 
 @pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
@@ -45,7 +46,8 @@ def test_student_version_holds_no_solution(path):
     for cell in stubbed:
         assert "raise NotImplementedError(" in by_id[cell.id].source
     setup = first_code_cell(chapter)
-    assert by_id[setup.id].source == setup.source  # the setup cell is kept, so Colab can open the notebook alone
+    assert by_id[setup.id].source == f"{SETUP_TITLE}\n{setup.source}"  # kept (as a Colab form), so Colab can open
+    # the notebook alone
 
 
 @pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
@@ -123,8 +125,19 @@ def test_a_student_version_links_the_solved_chapter_not_itself_and_names_the_hin
     text = "\n".join(c.source for c in nbformat.read(student_path(path), as_version=4).cells
                      if c.cell_type == "markdown")
     assert colab_url(f"student/{path.name}") not in text, f"student/{path.name} links to itself"
-    assert colab_url(f"colab/{path.name}") in text, f"student/{path.name} does not link its solved chapter in Colab"
+    solved = colab_url(f"colab/{path.name}")
+    assert 1 <= text.count(solved) <= 2, f"student/{path.name} links its solved chapter {text.count(solved)} times"
     assert "this is the student version" in text and 'checks.hint("name")' in text
+
+
+@pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
+def test_a_student_versions_note_says_to_save_a_copy_and_where_the_exercises_are(path):
+    """The note after the title names the Exercises section (not "the end": chapter 16 goes on after it) and says
+    that Colab keeps the learner's work only in their own copy."""
+    [note] = [c for c in nbformat.read(student_path(path), as_version=4).cells if c.get("id") == NOTE_ID]
+    assert 'The exercises (the "Exercises" section) are yours to write' in note.source
+    assert "File > Save a copy in Drive" in note.source
+    assert "at the end" not in note.source
 
 
 @pytest.mark.parametrize("path", chapter_paths(), ids=lambda p: p.name)
@@ -138,7 +151,10 @@ def test_a_student_versions_exercises_section_says_how_to_work_and_links_the_sol
     section = student.cells[exercises_index(student)].source
     block = block_pattern(EXERCISES_LINK).search(section).group()
     for words in ("This is the student version", "stub that raises `NotImplementedError`", "check cell after it",
-                  'checks.hint("name")', f"]({colab_url(f'colab/{path.name}')})"):
+                  'checks.hint("name")', f"]({colab_url(f'colab/{path.name}')})",
+                  "Run the chapter's cells above the exercises first", "Runtime > Run before",
+                  '"Run all" stops at the check of the first exercise you have not written yet',
+                  "define any helper function in the same cell as the function the exercise asks for"):
         assert words in block, f"student/{path.name}: its exercises' preamble does not say {words!r}"
     assert colab_url(f"student/{path.name}") not in section, f"student/{path.name}: its exercises link to themselves"
     assert "toggle" not in section, f"student/{path.name}: its exercises speak of the site's toggles"

@@ -2,11 +2,16 @@
 exercises' contracts and hints, calling the learner's function (with the package's own solution of the step made to
 refuse), comparing."""
 import contextlib
-import numbers
+import dataclasses
+import functools
 import importlib
 import inspect
+import io
+import json
+import numbers
 import os
 import sys
+import time
 
 import torch
 
@@ -39,13 +44,10 @@ _VARIANT_STRIDE = 1_000_003  # a prime above every seed a check uses, so that no
 
 
 def _variant():
-    """The variant set by ATTENTION_BOOK_CHECK_VARIANT (an integer; 0 when unset)."""
-    value = os.environ.get(results.VARIANT_VARIABLE, "").strip() or "0"
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"{results.VARIANT_VARIABLE} must be an integer (the variant of the checks' inputs), "
-                         f"got {value!r}") from None
+    """The variant set by ATTENTION_BOOK_CHECK_VARIANT (a whole number from 0 to results.MAX_VARIANT; 0 when
+    unset)."""
+    return results.variant_number(os.environ.get(results.VARIANT_VARIABLE, "").strip() or "0",
+                                  results.VARIANT_VARIABLE)
 
 
 def _seed(seed):
@@ -59,6 +61,64 @@ def _generator(seed):
     return torch.Generator().manual_seed(_seed(seed))
 
 
+@contextlib.contextmanager
+def _seeded(seed):
+    """Inside, torch's global CPU generator is seeded with ``_seed(seed)`` (for what draws from it: a layer's
+    initial weights, ``torch.randn`` without a generator); on leaving, it is back where the notebook had it. Only
+    the CPU's generator is touched: forking CUDA's too would start CUDA on a machine with a GPU."""
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(_seed(seed))
+        yield
+
+
+class _Tee(io.TextIOBase):
+    """Writes to ``stream`` and keeps a copy: the check's ✓ line still shows where it always does."""
+
+    def __init__(self, stream):
+        self.stream, self.copy = stream, io.StringIO()
+
+    def write(self, text):
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+
+def _record(result):
+    """Append ``result`` (a results.CheckResult) as one JSON line to the file ATTENTION_BOOK_CHECK_RESULTS names."""
+    with open(os.environ[results.RESULTS_VARIABLE], "a", encoding="utf-8") as file:
+        file.write(json.dumps(dataclasses.asdict(result), ensure_ascii=False) + "\n")
+
+
+def recorded(check, exercise):
+    """``check`` wrapped so that each call is recorded for the grader (a results.CheckResult, one JSON line) when
+    ATTENTION_BOOK_CHECK_RESULTS names a file, under ``exercise``; when it does not, the wrapper only calls
+    ``check``. A CheckFailed records its ``kind`` and message; any other error, results.ERROR and its type."""
+    @functools.wraps(check)
+    def run(*args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841 (IPython and pytest leave this frame out of a traceback)
+        if not os.environ.get(results.RESULTS_VARIABLE):
+            return check(*args, **kwargs)
+        start, tee = time.perf_counter(), _Tee(sys.stdout)
+
+        def record(outcome, message):
+            _record(results.CheckResult(check.__name__, exercise, outcome, message,
+                                        round(time.perf_counter() - start, 3), _variant()))
+        try:
+            with contextlib.redirect_stdout(tee):
+                value = check(*args, **kwargs)
+        except CheckFailed as error:
+            record(error.kind, str(error))
+            raise
+        except Exception as error:
+            record(results.ERROR, f"{type(error).__name__}: {error}")
+            raise
+        record(results.PASSED, "\n".join(line for line in tee.copy.getvalue().splitlines() if line.startswith("✓")))
+        return value
+    return run
+
+
 # exercise name (the function the learner writes) -> (task, hint), filled by @_exercise on each check
 EXERCISES = {}
 
@@ -68,20 +128,14 @@ def _exercise(name, task, hint):
 
     ``task`` is its contract, shown when the function is still a stub: what it takes and must return, never how.
     ``hint`` is the method, shown only on request by ``hint(name)``. Each run of the check is recorded for the
-    grader when ATTENTION_BOOK_CHECK_RESULTS is set (attention_book.grading.results).
+    grader when ATTENTION_BOOK_CHECK_RESULTS is set (``recorded``).
     """
     def register(check):
         EXERCISES[name] = (task, hint)
-        check = results.recorded(check, name, _variant)
+        check = recorded(check, name)
         check.exercise = name
         return check
     return register
-
-
-def _recorded(exercise):
-    """Record each run of a check that is not an exercise's own (chapter 16's ``same_tokens_as_package``) under
-    ``exercise`` when ATTENTION_BOOK_CHECK_RESULTS is set, as ``_exercise`` does for the exercises' checks."""
-    return lambda check: results.recorded(check, exercise, _variant)
 
 
 def hint(name):

@@ -23,7 +23,7 @@ from ..llama.loader import LlamaConfig
 from ..masks import causal_mask
 from ..rope import rotate, rope_cos_sin
 from ..sdpa import scaled_dot_product_attention
-from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _recorded, _see_hint, _seed
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seeded, recorded
 
 # The package's attention, written out and fused, which no piece that computes attention may call.
 ATTENTION = ["attention_book.sdpa.scaled_dot_product_attention", "attention_book.grouped_sdpa.grouped_query_sdpa",
@@ -57,8 +57,7 @@ def _tiny_model(seed, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2, d_head=4,
     own embedding: the tokens it generates then depend on the attention, positions included."""
     config = LlamaConfig(n_layers, d_model, n_heads, n_kv_heads, d_head, d_ff, vocab, 10_000.0, 1e-5, 64,
                          bos_id=None, eos_id=None)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(_seed(seed))
+    with _seeded(seed):
         model = LlamaDecoder(config).eval()
         with torch.no_grad():
             for name, p in model.named_parameters():
@@ -714,7 +713,6 @@ def check_greedy_generate(fn):
           "prefill and then one token per step through caches made once.")
 
 
-@_recorded("greedy_generate")
 def same_tokens_as_package(fn, weights, model, prompt, n_new):
     """The chapter's last check: ``fn(prompt, weights, n_new)``, the learner's decoder with ``model``'s weights,
     must generate the tokens that the package's ``generate_greedy(model, prompt, n_new)`` does, with every piece
@@ -744,3 +742,8 @@ def same_tokens_as_package(fn, weights, model, prompt, n_new):
         print(f"✓ your decoder generated the same {n} tokens as the package's decoder, token for token, with the "
               "package's attention, cache and decoder made to refuse.")
     return got
+
+
+# Recorded for the grader under the exercise it completes: attention-book grade runs the chapter's own cells that
+# call it, after the exercises, and grades it as one more column.
+same_tokens_as_package = recorded(same_tokens_as_package, "greedy_generate")

@@ -9,7 +9,7 @@ from ..experiments.model_configs import MODELS as MODEL_TABLE
 from ..experiments.tensor_memory import PeakTensorBytes
 from ..kv_cache import kv_cache_bytes_per_token
 from ..masks import causal_mask
-from ._compare import CheckFailed, _call, _compare, _exercise, _is_number, _see_hint, _seed
+from ._compare import CheckFailed, _call, _compare, _exercise, _is_number, _see_hint, _seeded
 
 # (name, n_layers, n_kv_heads, d_head) of five models of the package's table (MHA, GQA and MQA among them)
 MODELS = [(m.name, m.n_layers, m.n_kv_heads, m.d_head) for m in MODEL_TABLE
@@ -122,8 +122,7 @@ def check_cached_decode(fn):
     cases = [(0, (8, 2, 1, 3, 1)), (1, (16, 4, 2, 7, 3)), (2, (24, 3, 2, 10, 4)), (3, (64, 2, 1, 64, 1))]
     for seed, (d_model, h, B, L, chunk) in cases:
         long = L == cases[-1][1][3]
-        with torch.random.fork_rng():
-            torch.manual_seed(_seed(seed))
+        with _seeded(seed):
             layer = GroupedQueryAttention(d_model, h)
             x = torch.randn(B, L, d_model)
         with torch.no_grad():  # everything expected, before the answer runs

@@ -5,7 +5,7 @@ from torch import nn
 
 from ..attention_layer import GroupedQueryAttention
 from ..convert import pool_heads, pool_kv_heads
-from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seed, _size
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seeded, _size
 
 
 @_exercise("pool_projection",
@@ -47,8 +47,7 @@ def _pooling_mistakes(param, h, g):
 
 def _torch_mha(seed, d_model, n_heads, bias, dtype):
     """A seeded random nn.MultiheadAttention, leaving the global random state as it was."""
-    with torch.random.fork_rng():
-        torch.manual_seed(_seed(seed))
+    with _seeded(seed):
         mha = nn.MultiheadAttention(d_model, n_heads, bias=bias, batch_first=True, dtype=dtype)
         if bias:  # nn.MultiheadAttention's biases start at 0: make them as large as the weights, so a missed one shows
             with torch.no_grad():

@@ -7,7 +7,7 @@ import torch
 from ..attention_layer import GroupedQueryAttention
 from ..masks import causal_mask, real_key_mask
 from ..multi_head_attention import MultiHeadAttention
-from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _generator, _see_hint, _seed, _size
+from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _generator, _see_hint, _seeded, _size
 
 
 REFUSED_LAYER = [  # the package's (and PyTorch's) own solutions of the layer's forward, or of its steps
@@ -70,8 +70,7 @@ def _multi_head_cases():
             (2, 12, 3, None, True, 2, 4, None, "(B, L, S), the second sequence empty"),
             (3, 16, 4, 6, False, 2, 5, 6, "(B, h, L, S) random, some queries with no visible key"),
             (4, 24, 3, None, True, 3, 6, 7, "(B, 1, L, S) padding")]:
-        with torch.random.fork_rng():  # random layers without disturbing the notebook's generator
-            torch.manual_seed(_seed(seed))
+        with _seeded(seed):  # random layers without disturbing the notebook's generator
             layer = MultiHeadAttention(d_model, h, d_head=d_head, bias=bias)
         x = torch.randn(B, L, d_model, generator=gen)
         kv = None if S is None else torch.randn(B, S, d_model, generator=gen)
@@ -201,8 +200,7 @@ def check_to_torch_mha(fn):
     """
     cases = [(2, 8, 1, True), (3, 12, 2, False), (0, 16, 4, True), (1, 24, 3, False)]  # the smallest layer first
     for seed, d_model, h, bias in cases:
-        with torch.random.fork_rng():  # random layers without disturbing the notebook's generator
-            torch.manual_seed(_seed(seed))
+        with _seeded(seed):  # random layers without disturbing the notebook's generator
             layer = MultiHeadAttention(d_model, h, bias=bias)
             x = torch.randn(2, 5, d_model)
         mha = _call(fn, (layer,), "my_to_torch_mha", refuse=["attention_book.torch_interop.to_torch_mha"])

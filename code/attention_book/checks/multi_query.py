@@ -11,7 +11,7 @@ from ..experiments.tensor_memory import PeakTensorBytes
 from ..grouped_sdpa import grouped_query_sdpa
 from ..kv_cache import kv_cache_bytes_per_token
 from .multi_head import BUILT_LAYERS
-from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seed, _size
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seeded, _size
 
 
 @_exercise("mqa_param_count",
@@ -189,8 +189,7 @@ def check_mqa_forward(fn):
     """
     # (seed, (d_model, n_heads, B, L)), the smallest layer and input first
     for seed, (d_model, h, B, L) in [(0, (8, 4, 1, 3)), (1, (16, 4, 2, 5)), (2, (48, 8, 2, 6))]:
-        with torch.random.fork_rng():
-            torch.manual_seed(_seed(seed))
+        with _seeded(seed):
             layer = GroupedQueryAttention(d_model, h, 1)
             x = torch.randn(B, L, d_model)
         with torch.no_grad():

@@ -10,7 +10,7 @@ from ..bert.encoder import BertEncoder, BertLayer, hf_names, mean_pool, sentence
 from ..convert import convert_to_gqa
 from ..experiments.head_scores import attention_entropy, offset_targets, weight_on
 from ..bert.loader import BertConfig
-from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seed
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seeded
 
 
 def _padded_batch(generator, B, L, d):
@@ -121,8 +121,7 @@ def check_attention_entropy(fn):
 def _layer_weights(config, seed):
     """A BertLayer of ``config`` with seeded random weights (LayerNorms included), and the same tensors by their names
     in a Hugging Face checkpoint, without the "encoder.layer.0." prefix."""
-    with torch.random.fork_rng():
-        torch.manual_seed(_seed(seed))
+    with _seeded(seed):
         layer = BertLayer(config).eval()
         with torch.no_grad():
             for norm in (layer.attention_norm, layer.mlp_norm):
@@ -266,8 +265,7 @@ def check_gqa_similarity(fn):
     layer's attention. The encoder must come back unchanged.
     """
     config = BertConfig(vocab_size=40, d_model=24, n_layers=2, n_heads=6, d_ff=48, max_len=16)
-    with torch.random.fork_rng():
-        torch.manual_seed(_seed(53))
+    with _seeded(53):
         encoder = BertEncoder(config).eval()
     gen = _generator(54)
     ids = torch.randint(1, config.vocab_size, (3, 7), generator=gen)

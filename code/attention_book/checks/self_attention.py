@@ -7,7 +7,7 @@ from ..experiments.tensor_memory import PeakTensorBytes
 from ..masks import causal_mask
 from ..positions import sinusoidal_positions
 from ..self_attention import SelfAttentionHead
-from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seed
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seeded
 
 
 def _positions_layout(positions, d_model, *, layout="interleaved", exponent=2):
@@ -110,8 +110,7 @@ def check_self_attention_in_blocks(fn):
     cases = []
     for seed, (B, L, d_model, d_head, block) in enumerate([(1, 3, 4, 2, 2), (1, 4, 4, 4, 8), (2, 5, 6, 4, 2),
                                                           (2, 9, 8, 4, 4), (2, 128, 8, 4, 8)]):
-        with torch.random.fork_rng():
-            torch.manual_seed(_seed(seed))
+        with _seeded(seed):
             head = SelfAttentionHead(d_model, d_head)
             x = torch.randn(B, L, d_model)
         cases.append((head, x, block))

@@ -6,7 +6,7 @@ from ..experiments.head_scores import induction_score, previous_token_score
 from ..masks import causal_mask
 from ..experiments.tasks import repeated_sequence
 from ..tiny_transformer import TinyTransformer, TinyTransformerConfig
-from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seed
+from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _see_hint, _seeded
 
 
 # The package's own scores: the induction score is weight_on over the targets it builds.
@@ -140,8 +140,7 @@ def check_group_ablation(fn):
     layers and a whole layer switched off; compared with the model run with the same head_mask and PyTorch's
     cross-entropy per position. lm_loss and ablation_losses refuse.
     """
-    with torch.random.fork_rng():
-        torch.manual_seed(_seed(8))
+    with _seeded(8):
         model = TinyTransformer(TinyTransformerConfig(vocab_size=16, max_len=16, d_model=16, n_layers=2, n_heads=2,
                                                       mlp=False)).eval()
     tokens, targets = repeated_sequence(_generator(9), batch_size=6, seq_len=16, vocab_size=16,

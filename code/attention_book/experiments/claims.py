@@ -9,9 +9,9 @@ run: ``claim`` checks it and prints one stable line, which is what the notebook 
 
 A claim that does not hold prints a ✗ line, what was measured and what to do, and the notebook goes on: a reader's
 "Run all" is not stopped by a busy machine. What to do depends on the claim: a timing claim (``timing=True``: a
-sentence about measured seconds, speeds, bandwidths or speedups) may fail because other programs slowed the run,
-so the reader is told to rerun it (``RERUN_TIMING``); any other claim that fails is a mistake of the chapter on
-that machine, so the reader is told how to report it (``REPORT_FAILURE``).
+sentence about measured seconds, speeds, bandwidths or speedups) may fail because other work slowed the run,
+so the reader is told to rerun the measurement, then the claim (``RERUN_TIMING``); any other claim that fails is a
+mistake of the chapter on that machine, so the reader is told how to report it (``REPORT_FAILURE``).
 
 The tests make claims strict (``STRICT``, set by tests/conftest.py): a claim that does not hold raises
 ``ClaimFailed``; and nbval, comparing the stored ✓ line, fails on a ✗ line anyway.
@@ -20,12 +20,12 @@ import os
 
 STRICT = "ATTENTION_BOOK_STRICT_CLAIMS"  # "1": a claim that does not hold raises ClaimFailed instead of printing ✗
 
-# The book's repository, _config.yml's repository.url (the package cannot read _config.yml in Colab;
-# tests/test_claims.py checks that the two agree).
+# The book's repository: _config.yml's repository.url, written here by scripts/chapter_header.py (make chapter-headers;
+# the package cannot read _config.yml in Colab).
 REPOSITORY_URL = "https://github.com/attention-head-by-head/attention-book"
 
-RERUN_TIMING = ("Timings vary with what else the machine is doing: close other programs and rerun this cell and the "
-                "one that measures. The rest of the notebook runs on.")
+RERUN_TIMING = ("Timings vary with what else the machine is doing: rerun the cell above that measures, then this "
+                "one. The rest of the notebook runs on.")
 REPORT_FAILURE = ("This sentence of the chapter is wrong on your machine: please report it at "
                   f"{REPOSITORY_URL}/issues, with these lines, your CPU and torch.__version__. The rest of the "
                   "notebook runs on.")

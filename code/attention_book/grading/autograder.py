@@ -6,17 +6,21 @@ its root (https://gradescope-autograders.readthedocs.io/en/latest/specs/):
 - ``setup.sh``, run once as root while Gradescope builds the image (Ubuntu 22.04 or newer, with internet): it makes
   a virtual environment in /autograder/venv with a Python of 3.11 or newer (apt's python3.11 where the image's own
   python3 is older), installs torch's CPU build from PyTorch's index (the checks run on the CPU, and that wheel is a
-  fraction of the default one's size), then the book's package from the wheel in the zip with its ``grade`` extra
-  and the chapter's own extras;
+  fraction of the default one's size) within the package's own range, then the book's package from the wheel in
+  the zip with its ``grade`` extra and the chapter's own extras, and last imports what grading needs and runs the
+  chapter's import cell, so that a broken install fails the image's build rather than every submission;
 - ``run_autograder``, run once per submission: it grades the notebook the learner uploaded (in
   /autograder/submission) exactly as ``attention-book grade`` does (attention_book.grading.run) and writes
-  /autograder/results/results.json, one Gradescope test per exercise with the check's message as its output;
+  /autograder/results/results.json, one Gradescope test per exercise with the check's message as its output. Its
+  --timeout defaults to GRADESCOPE_TIMEOUT, below Gradescope's own default limit of 10 minutes, so that a
+  submission that runs too long still gets its results.json (Gradescope gives 0 and no output to one it stops);
 - the package's wheel, ``attention_book-<version>-py3-none-any.whl``, built from this checkout's ``code/`` (the
   package is not on PyPI), or given with ``--wheel``.
 
 The folder Gradescope calls /autograder can be moved with the environment variable ATTENTION_BOOK_AUTOGRADER_ROOT:
 tests/test_autograder.py runs run_autograder in a temporary folder laid out as Gradescope lays it out.
 """
+import importlib.metadata
 import json
 import os
 import shutil
@@ -27,9 +31,13 @@ import time
 import zipfile
 from pathlib import Path
 
+from .options import CELL_TIMEOUT, add_grading_options
+
 ROOT_VARIABLE = "ATTENTION_BOOK_AUTOGRADER_ROOT"  # Gradescope's /autograder, elsewhere in a test
 GRADESCOPE_ROOT = "/autograder"
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+GRADESCOPE_LIMIT = 600.0  # seconds: Gradescope's default limit for one submission (its settings allow up to 40 min)
+GRADESCOPE_TIMEOUT = GRADESCOPE_LIMIT - 60  # run_autograder's default --timeout: a minute left to start and report
 EXECUTABLE = 0o100755 << 16  # a zip entry's Unix mode: a regular file that Gradescope may run
 
 
@@ -52,13 +60,24 @@ def build_wheel(source: Path, folder: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="attention-book-wheel-") as work:
         copy = Path(work) / "code"
         shutil.copytree(source, copy, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-        built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
-                                "--disable-pip-version-check", "--wheel-dir", work, str(copy)],
-                               capture_output=True, text=True)
+        command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--disable-pip-version-check",
+                   "--wheel-dir", work, str(copy)]
+        built = subprocess.run(command, capture_output=True, text=True)
+        if built.returncode != 0:  # offline, pip cannot fetch setuptools into an isolated build: use this Python's
+            built = subprocess.run([*command, "--no-build-isolation"], capture_output=True, text=True)
         if built.returncode != 0:
-            raise RuntimeError(f"building the package's wheel from {source} failed:\n{built.stderr[-2000:]}")
+            raise RuntimeError(f"building the package's wheel from {source} failed (also with --no-build-isolation, "
+                               f"which needs setuptools in this Python):\n{built.stderr[-2000:]}\nBuild one with "
+                               f"`pip wheel --no-deps {source}` and pass it with --wheel")
         [wheel] = Path(work).glob("attention_book-*.whl")
         return Path(shutil.copy(wheel, folder))
+
+
+def torch_requirement() -> str:
+    """The torch that setup.sh installs: the package's own floor ("torch>=2.5", from its metadata), below the next
+    major version, whose API the book has not been run with."""
+    [floor] = [r for r in importlib.metadata.requires("attention-book") if r.replace(" ", "").startswith("torch>")]
+    return f"{floor.replace(' ', '')},<3"
 
 
 def setup_script(wheel: str, chapter: int, pip_extras=(), pip_no_deps=()) -> str:
@@ -70,6 +89,7 @@ def setup_script(wheel: str, chapter: int, pip_extras=(), pip_no_deps=()) -> str
 # Gradescope runs this once, as root, when it builds the autograder's image for chapter {chapter} of "Attention,
 # Head by Head" (written by `attention-book autograder`). Choose Ubuntu 22.04 or newer in the assignment's settings.
 set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive  # apt-get never stops to ask
 cd "$(dirname "$0")"  # /autograder/source: the zip's files
 root="${{{ROOT_VARIABLE}:-{GRADESCOPE_ROOT}}}"
 venv="$root/venv"
@@ -88,11 +108,25 @@ fi
 "$venv/bin/python" -m pip install --upgrade pip
 
 # torch's CPU build: the checks run on the CPU, and this wheel is a fraction of the size of the default one.
-"$venv/bin/python" -m pip install torch --index-url {TORCH_INDEX}
+"$venv/bin/python" -m pip install "{torch_requirement()}" --index-url {TORCH_INDEX}
 
 # The book's package (not on PyPI: its wheel is in the zip), with what grading needs and the chapter's extras.
 "$venv/bin/python" -m pip install "./{wheel}[{extras}]"
-{no_deps}"""
+{no_deps}
+# A broken install fails here, while the image is built, not on every submission: import what grading needs and run
+# the chapter's import cell.
+MPLBACKEND=Agg "$venv/bin/python" - <<'PYTHON'
+import matplotlib.pyplot
+import nbclient
+
+import attention_book.grading.run
+from attention_book.grading.assignment import load_assignment
+
+attention_book.grading.run.require_grading_packages()
+exec(load_assignment({chapter}).imports, {{}})
+print("the autograder can grade chapter {chapter}")
+PYTHON
+"""
 
 
 def run_script(chapter: int, variant: int, cell_timeout: float, timeout: float) -> str:
@@ -108,7 +142,8 @@ exec "$root/venv/bin/python" -m attention_book.grading.autograder --chapter {cha
 """
 
 
-def write_autograder_zip(chapter: int, out, *, wheel=None, variant=0, cell_timeout=60.0, timeout=900.0) -> Path:
+def write_autograder_zip(chapter: int, out, *, wheel=None, variant=0, cell_timeout=CELL_TIMEOUT,
+                         timeout=GRADESCOPE_TIMEOUT) -> Path:
     """Write Gradescope's autograder zip for ``chapter`` to ``out``: setup.sh, run_autograder and the package's
     wheel (``wheel``, or one built from the checkout's code/). The zip's path."""
     from .assignment import load_assignment
@@ -135,14 +170,17 @@ def write_autograder_zip(chapter: int, out, *, wheel=None, variant=0, cell_timeo
 def results_json(grade, title="") -> dict:
     """A SubmissionGrade (attention_book.grading.run) in Gradescope's results.json format: the score, a line for
     the whole submission, and one test per exercise whose output is what its check said."""
-    from .report import reasons
+    from .report import hint_line, reasons
 
     tests = []
     for number, exercise in enumerate(grade.exercises, start=1):
         output = exercise.message.rstrip()
-        if not exercise.passed and "checks.hint(" not in output and grade.reason is None:
-            output += f'\n\nIn the chapter\'s notebook, checks.hint("{exercise.exercise}") gives a hint.'
-        tests.append({"name": f"Exercise {number}: {exercise.exercise} ({exercise.outcome})",
+        hint = hint_line(grade, exercise)
+        if hint:
+            output += "\n\n" + hint.replace("`", "")  # Gradescope shows the output as plain text
+        name = (f"{exercise.check}: every exercise together" if exercise.combined  # chapter 16's last check
+                else f"Exercise {number}: {exercise.exercise}")
+        tests.append({"name": f"{name} ({exercise.outcome})",
                       "score": exercise.points, "max_score": exercise.max_points,
                       "status": "passed" if exercise.passed else "failed", "output": output,
                       "output_format": "text"})
@@ -173,21 +211,20 @@ def submission_notebook(folder: Path, notebook: str):
     return found[0], note
 
 
-def grade_gradescope_submission(root: Path, chapter: int, *, variant=0, cell_timeout=60.0, timeout=900.0) -> dict:
+def grade_gradescope_submission(root: Path, chapter: int, *, variant=0, cell_timeout=CELL_TIMEOUT,
+                                timeout=GRADESCOPE_TIMEOUT) -> dict:
     """Grade the submission in ``root``/submission for ``chapter`` and write ``root``/results/results.json;
     its contents."""
     from .assignment import load_assignment
     from .results import MISSING
-    from .run import ExerciseGrade, SubmissionGrade, grade_submission
+    from .run import SubmissionGrade, grade_submission, ungraded
 
     assignment = load_assignment(chapter)
     path, note = submission_notebook(root / "submission", assignment.notebook)
     if path is None:
         reason = f"no notebook (.ipynb) was uploaded; upload your {assignment.notebook} from Colab (File → Download)"
-        exercises = [ExerciseGrade(exercise=e.name, check=e.check, outcome=MISSING, message=reason)
-                     for e in assignment.exercises]
-        grade = SubmissionGrade(submission="(none)", chapter=chapter, exercises=exercises, reason=reason,
-                                variant=variant)
+        grade = SubmissionGrade(submission="(none)", chapter=chapter, exercises=ungraded(assignment, MISSING, reason),
+                                reason=reason, variant=variant)
     else:
         grade = grade_submission(path, assignment, variant=variant, cell_timeout=cell_timeout,
                                  total_timeout=timeout)
@@ -200,18 +237,16 @@ def grade_gradescope_submission(root: Path, chapter: int, *, variant=0, cell_tim
     return results
 
 
-def _options(parser):
-    parser.add_argument("--chapter", type=int, required=True, help="the chapter's number, e.g. 3")
-    parser.add_argument("--variant", type=int, default=0, metavar="SEED",
-                        help="check on other random inputs than the chapter's public ones (default 0: the public "
-                             "ones), so that an answer that hard-codes their outputs fails")
-    parser.add_argument("--cell-timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="seconds one answer cell or one check may run (default 60)")
-    parser.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
-                        help="seconds one submission may run in all (default 900)")
+def total_points(assignment) -> float:
+    """The points a submission of ``assignment`` can earn: the Gradescope assignment's total."""
+    from .run import ungraded
+
+    return sum(exercise.max_points for exercise in ungraded(assignment, "", ""))
 
 
 def _write_zip(args):
+    from .assignment import load_assignment
+
     try:
         out = write_autograder_zip(args.chapter, args.out, wheel=args.wheel, variant=args.variant,
                                    cell_timeout=args.cell_timeout, timeout=args.timeout)
@@ -221,7 +256,11 @@ def _write_zip(args):
     with zipfile.ZipFile(out) as archive:
         names = archive.namelist()
     print(f"wrote {out}: {', '.join(names)}")
-    print("Upload it in Gradescope (Configure Autograder, Ubuntu 22.04 or newer); learners submit their .ipynb.")
+    print(f"Upload it in Gradescope (Configure Autograder, Ubuntu 22.04 or newer) to a programming assignment of "
+          f"{total_points(load_assignment(args.chapter)):g} points; learners submit their .ipynb.")
+    if args.timeout >= GRADESCOPE_LIMIT:
+        print(f"--timeout is {args.timeout:g} s: raise the assignment's time limit in Gradescope's Autograder "
+              f"Settings above it (its default is {GRADESCOPE_LIMIT / 60:g} minutes)")
     return 0
 
 
@@ -232,7 +271,7 @@ def add_command(subcommands):
         description="Write a zip to upload as a Gradescope programming assignment's autograder: setup.sh, "
                     "run_autograder and the package's wheel. Each submission is graded as attention-book grade "
                     "grades it, one Gradescope test per exercise.")
-    _options(parser)
+    add_grading_options(parser, timeout=GRADESCOPE_TIMEOUT)
     parser.add_argument("--out", required=True, metavar="ZIP", help="the zip to write, e.g. ch03-autograder.zip")
     parser.add_argument("--wheel", metavar="WHEEL",
                         help="the package's wheel to ship (default: built from the checkout's code/ folder)")
@@ -245,7 +284,7 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m attention_book.grading.autograder",
                                      description="Grade a Gradescope submission; write results/results.json.")
-    _options(parser)
+    add_grading_options(parser, timeout=GRADESCOPE_TIMEOUT)
     args = parser.parse_args(argv)
     root = Path(os.environ.get(ROOT_VARIABLE) or GRADESCOPE_ROOT)
     results = grade_gradescope_submission(root, args.chapter, variant=args.variant, cell_timeout=args.cell_timeout,

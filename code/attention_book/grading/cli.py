@@ -9,16 +9,54 @@ import argparse
 import concurrent.futures
 import contextlib
 import functools
+import os
 import sys
 from pathlib import Path
 
 from .autograder import add_command as add_autograder
+from .options import add_grading_options
+
+
+def _notebooks(arguments):
+    """The submissions that the command line's SUBMISSION arguments name: a file as it is (one that cannot be read
+    is graded as such), a folder as every .ipynb under it (one folder per learner, say), checkpoints left out."""
+    found = []
+    for argument in map(Path, arguments):
+        if argument.is_dir():
+            found += sorted(p for p in argument.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+        else:
+            found.append(argument)
+    return found
+
+
+def submission_names(paths):
+    """Each submission's name in the grades: its path from the folder that holds them all, so that notebooks with one
+    file name (every Colab download of a chapter has the same) in one folder per learner are told apart by the
+    folder (``ada/03_multi_head.ipynb``), and notebooks in one folder are named by their file names."""
+    resolved = [Path(p).resolve() for p in paths]
+    parent = Path(os.path.commonpath([p.parent for p in resolved]))
+    return [p.relative_to(parent).as_posix() for p in resolved]
+
+
+def _grade_one(path, name, assignment, **options):
+    """grade_submission(path, ...), or, where the grader itself fails on this submission, a grade that says so: one
+    submission never stops the others."""
+    from .results import ERROR
+    from .run import SubmissionGrade, grade_submission, ungraded
+
+    try:
+        return grade_submission(path, assignment, name=name, **options)
+    except Exception as error:
+        reason = f"the grader failed on this submission ({type(error).__name__}: {error}); the others were graded"
+        return SubmissionGrade(name, assignment.chapter, ungraded(assignment, ERROR, reason), reason,
+                               options.get("variant", 0))
 
 
 def _grade(args):
     from .assignment import load_assignment
     from .report import reasons, write_csv, write_feedback
-    from .run import grade_submission, require_grading_packages
+    from .results import ERROR
+    from .run import SubmissionGrade, require_grading_packages, ungraded
 
     try:
         require_grading_packages()
@@ -26,18 +64,32 @@ def _grade(args):
     except (ImportError, ValueError) as error:  # a missing extra, a chapter without exercises
         print(f"attention-book grade: {error}", file=sys.stderr)
         return 2
-    names = [Path(p).name for p in args.submissions]
+    paths = _notebooks(args.submissions)
+    if not paths:
+        print("attention-book grade: no notebook (.ipynb) in the folders given", file=sys.stderr)
+        return 2
+    names = submission_names(paths)
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        print(f"attention-book grade: two submissions share a file name ({', '.join(twice)}); the CSV and the "
-              "feedback pages are named after it: rename one", file=sys.stderr)
+        print(f"attention-book grade: a submission is given twice ({', '.join(twice)})", file=sys.stderr)
         return 2
-    grade_one = functools.partial(grade_submission, assignment=assignment, variant=args.variant,
-                                  cell_timeout=args.cell_timeout, total_timeout=args.timeout)
+    options = {"variant": args.variant, "cell_timeout": args.cell_timeout, "total_timeout": args.timeout}
     grades = []
     with contextlib.ExitStack() as stack:  # --jobs N: N processes, each running one submission's kernel at a time
-        mapped = map if args.jobs <= 1 else stack.enter_context(concurrent.futures.ProcessPoolExecutor(args.jobs)).map
-        for grade in mapped(grade_one, args.submissions):
+        if args.jobs <= 1:
+            running = [functools.partial(_grade_one, path, name, assignment, **options)
+                       for path, name in zip(paths, names, strict=True)]
+        else:
+            pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(args.jobs))
+            running = [pool.submit(_grade_one, path, name, assignment, **options).result
+                       for path, name in zip(paths, names, strict=True)]
+        for name, result in zip(names, running, strict=True):
+            try:
+                grade = result()
+            except Exception as error:  # a process of the pool died (out of memory?): this one, not the batch
+                reason = f"the process grading this submission failed ({type(error).__name__}: {error})"
+                grade = SubmissionGrade(name, assignment.chapter, ungraded(assignment, ERROR, reason), reason,
+                                        args.variant)
             grades.append(grade)
             why = reasons(grade)
             print(f"{grade.submission}: {grade.score:g} of {grade.max_score:g}" + (f"; {why}" if why else ""),
@@ -56,17 +108,12 @@ def _add_grade(subcommands):
         "grade", help="grade learners' notebooks of one chapter: a CSV and a feedback page per learner",
         description="Run each submission's answers with the chapter's checks in a fresh kernel, with time limits, "
                     "and write the grades (one CSV row per submission) and each learner's feedback.")
-    parser.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="a learner's notebook (.ipynb)")
-    parser.add_argument("--chapter", type=int, required=True, help="the chapter's number, e.g. 3")
+    parser.add_argument("submissions", nargs="+", metavar="SUBMISSION",
+                        help="a learner's notebook (.ipynb), or a folder: every notebook under it (one folder per "
+                             "learner, each with its Colab download, is named after the folder)")
+    add_grading_options(parser)  # --chapter, --variant, --cell-timeout, --timeout
     parser.add_argument("--csv", metavar="PATH", help="write the grades to this CSV file")
     parser.add_argument("--feedback", metavar="DIR", help="write one Markdown page per submission to this folder")
-    parser.add_argument("--variant", type=int, default=0, metavar="SEED",
-                        help="check on other random inputs than the chapter's public ones (default 0: the public "
-                             "ones), so that an answer that hard-codes their outputs fails")
-    parser.add_argument("--cell-timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="seconds one answer cell or one check may run (default 60)")
-    parser.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
-                        help="seconds one submission may run in all (default 900)")
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="grade N submissions at once, each in its own kernel (default 1)")
     parser.set_defaults(run=_grade)

@@ -49,7 +49,8 @@ def find_answers(nb, assignment):
     for index, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "code":
             continue
-        source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+        source = cell.get("source", "")  # a cell without one (a hand-edited file) defines nothing
+        source = source if isinstance(source, str) else "".join(map(str, source))
         names, error, line = _parse(source)
         for name in names:
             defining[name] = Answer(name, source, index, error, line)

@@ -7,13 +7,13 @@ per token), the cache does. Shape letters: B batch, S context (tokens in the cac
 """
 import contextlib
 import os
-import statistics
 import sys
 import tempfile
 import time
 
 import torch
 
+from ..experiments.measure import median_added_seconds
 from ..validation import require_positive
 from .generate import generate_greedy
 
@@ -53,28 +53,15 @@ def decode_step_seconds(model, batch_size, context, runs=5) -> float:
 
 @torch.inference_mode()
 def decode_step_seconds_added(model, batch_size, short, long, pairs=9) -> float:
-    """How many seconds longer a decode step takes after ``long`` cached tokens than after ``short``.
-
-    The two steps are timed back to back, ``pairs`` times (after one warm-up each), and the median of the
-    differences is returned: a moment when another program takes the core slows one pair, not the estimate, as it
-    would with the difference of two separately measured times. Memory: the caches of both contexts (see
+    """How many seconds longer a decode step takes after ``long`` cached tokens than after ``short``: the median of
+    ``pairs`` differences, the two steps timed back to back (``measure.median_added_seconds``), so that a moment when
+    another program takes the core spoils one pair, not the estimate. Memory: the caches of both contexts (see
     ``decode_step_seconds``).
     """
-    require_positive(pairs=pairs)
     if not 0 <= short < long:
         raise ValueError(f"short and long must satisfy 0 <= short < long, got short={short}, long={long}")
     steps = _decode_step_after(model, batch_size, short), _decode_step_after(model, batch_size, long)
-    for step in steps:
-        step()  # warm up
-    differences = []
-    for _ in range(pairs):
-        seconds = []
-        for step in steps:
-            start = time.perf_counter()
-            step()
-            seconds.append(time.perf_counter() - start)
-        differences.append(seconds[1] - seconds[0])
-    return statistics.median(differences)
+    return median_added_seconds(*steps, pairs)
 
 
 def _decode_step_after(model, batch_size, context):

@@ -1,0 +1,42 @@
+"""make test's second pytest process (tests/alongside.py): which tests it takes, and in what order."""
+from alongside import BALANCE, balance_line, split
+from conftest import ROOT
+
+
+class Item:
+    """What split() reads of a pytest item: its node id and whether it is marked colab."""
+
+    def __init__(self, nodeid, colab=False):
+        self.nodeid, self.colab = nodeid, colab
+
+    def get_closest_marker(self, name):
+        return object() if name == "colab" and self.colab else None
+
+
+def test_the_second_process_runs_the_balance_files_first_then_the_colab_tests():
+    timing = f"{BALANCE[0]}::test_timing_claims_hold_while_both_cores_are_busy[06_kv_cache]"
+    colab = ["tests/test_colab.py::test_c[01]", "tests/test_colab.py::test_c[12]"]
+    items = [Item("tests/test_ablation.py::test_a"), Item(colab[0], colab=True), Item(timing),
+             Item(colab[1], colab=True), Item("book/01_single_head.ipynb::Cell 0")]
+    kept, moved = split(items)
+    assert [item.nodeid for item in kept] == ["tests/test_ablation.py::test_a", "book/01_single_head.ipynb::Cell 0"]
+    assert [item.nodeid for item in moved] == [timing, *colab]
+
+
+def test_without_colab_tests_nothing_moves():
+    """-m "not colab" (make test-fast): no second process, so the balance files stay in the only one."""
+    items = [Item(f"{BALANCE[0]}::test_x"), Item("tests/test_ablation.py::test_a")]
+    assert split(items) == (items, [])
+
+
+def test_the_balance_files_exist():
+    """A renamed file would silently stop moving."""
+    assert [path for path in BALANCE if not (ROOT / path).is_file()] == []
+
+
+def test_the_balance_line_says_which_process_ran_alone_and_where_work_should_move():
+    assert balance_line(12.4) == "the two processes ended within 12 s of each other"
+    assert balance_line(95.0).startswith("the second pytest process ended 95 s after the first, and ran alone")
+    assert balance_line(95.0).endswith("move a test file to the first (BALANCE in tests/alongside.py)")
+    assert balance_line(-140.0).startswith("the first pytest process ended 140 s after the second")
+    assert "move a test file to the second" in balance_line(-140.0)
