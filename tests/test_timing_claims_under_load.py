@@ -39,7 +39,7 @@ CHAPTERS = {
                     "measured_ms, memory_ms, compute_ms, compute_share", "claim(intensity < ridge",
                     "parts = {  # name: (what it runs", 'products = part_seconds["scores q @ K^T"]'],
     "07_multi_query": ["ms, bound_ms, memory_ms, of_bound, compute_share = (", 'claim(all(mha > 2 * mqa'],
-    "10_tradeoffs": ["groups = [8, 4, 2, 1]", "step_ms, bound_ms, read_mib, intensity", "claim(step_ms[0] >= 2"],
+    "10_tradeoffs": ["groups = [8, 4, 2, 1]", "step_ms, bound_ms, read_mib, intensity", "claim(step_ms[0] >= 1.5"],
     "12_real_llm": ["path = smollm2_path()", "model = load_llama(path)", "for batch in (1, 2, 4, 8, 16, 64):",
                     "sweep = [(1, context)", "step = {(p[", "claim(slope * one_thread_bandwidth > 1",
                     "claim(step[8, 1024] > step[8, 128]"],
