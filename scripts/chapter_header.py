@@ -179,14 +179,14 @@ def header_block(name: str, meta: dict, version: str = SITE) -> str:
     """The chapter's header as ``version`` shows it: the site's page links both Colab notebooks; each Colab notebook
     says which one it is and links the other, never itself."""
     start, end = HEADER
-    stub = "each exercise's model solution is replaced by a stub for you to write"
+    # what the student version holds is said once, in the exercises' preamble (exercises_block)
     colab = {
-        SITE: (f"**In Colab:** {student_link(name)} opens the student version, where {stub}; {solved_link(name)} "
-               f"opens the chapter with its model solutions in place."),
-        STUDENT: (f"**In Colab:** this is the student version, where {stub}; {solved_link(name)} opens the chapter "
-                  f"with its model solutions in place."),
+        SITE: (f"**In Colab:** {student_link(name)} opens the student version, for writing the exercises yourself; "
+               f"{solved_link(name)} opens the chapter with its model solutions in place."),
+        STUDENT: (f"**In Colab:** this is the student version, for writing the exercises yourself; "
+                  f"{solved_link(name)} opens the chapter with its model solutions in place."),
         SOLVED: (f"**In Colab:** this is the solved version, with every exercise's model solution in place; "
-                 f"{student_link(name)} opens the student version, where {stub}."),
+                 f"{student_link(name)} opens the student version, for writing them yourself."),
     }[_version(version)]
     return (f"{start}\n\n"
             f"**Time:** about {meta['time_read_minutes']} minutes to read and run, and "
@@ -202,11 +202,11 @@ def exercises_block(name: str, version: str = SITE) -> str:
     says, ``checks.hint`` and the other version's link, as ``version`` says it (the student version holds the stubs
     and says how to run them, and links the solved chapter, not itself)."""
     start, end = EXERCISES_LINK
-    checks = ("When your function passes, the check prints one line that starts with ✓ and says what it tried; when "
+    checks = ("When your function passes, the check prints a line that starts with ✓ and says what it tried; when "
               "it fails, it stops with an error that says which input it tried, what it expected and what came back. "
-              "Where the package has its own version of the function, it is made to fail while yours runs, so a "
-              "check also fails if your code calls it. If you are stuck, `checks.hint(\"name\")`, with the name of "
-              "the function you are writing, prints a hint.")
+              "Where the package or PyTorch already has the function, or a piece of it, the exercise names it and the "
+              "check makes it fail while yours runs, so a check also fails if your code calls it. If you are stuck, "
+              "`checks.hint(\"name\")`, with the name of the function you are writing, prints a hint.")
     version = _version(version)
     if version == STUDENT:
         text = ("This is the student version: each exercise asks for one function, whose model solution is replaced "

@@ -63,6 +63,20 @@ def test_every_exercises_section_opens_with_the_one_generated_preamble(chapter):
                             "preamble (scripts/chapter_header.py, exercises_block) says it for every chapter")
 
 
+@pytest.mark.parametrize("version", [chapter_header.SITE, chapter_header.STUDENT, chapter_header.SOLVED])
+def test_each_version_says_once_what_the_student_version_holds(chapter, version):
+    """The header names the two versions; what the student version holds (a stub in place of each model solution)
+    is said once, in the exercises' preamble, and the preamble says a check may make a function fail, with PyTorch's
+    among them."""
+    path, nb = chapter
+    meta = nb.metadata["attention_book"]
+    text = (chapter_header.header_block(path.name, meta, version) + "\n"
+            + chapter_header.exercises_block(path.name, version))
+    assert text.count("replaced by a stub") == 1, f"{path.name} ({version}): the stubs are explained more than once"
+    assert "the package or PyTorch already has the function" in text
+    assert "prints a line that starts with ✓" in text
+
+
 def test_every_chapter_links_the_notation_page(chapter):
     path, nb = chapter
     assert "](notation.md)" in intro(nb), f"{path.name}: its intro does not link notation.md"
