@@ -101,5 +101,14 @@ def write_generated(wanted: dict[pathlib.Path, str], folder: pathlib.Path | None
     return 1 if check and (stale or orphans) else 0
 
 
+def write_chapter_copies(argv, folder: pathlib.Path, render) -> int:
+    """The main of a generator that writes one notebook per chapter into ``folder`` (``render(chapter)`` is its
+    text): every chapter's, or only those named in ``argv`` (then other files in the folder are left alone);
+    ``--check`` in argv reports instead of writing (``write_generated``)."""
+    only = [pathlib.Path(a).name for a in argv if a.endswith(".ipynb")]
+    wanted = {folder / c.name: render(c) for c in chapters() if not only or c.name in only}
+    return write_generated(wanted, None if only else folder, check="--check" in argv, remedy="make student")
+
+
 def _shown(path: pathlib.Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)

@@ -49,7 +49,7 @@ from pybtex.database import parse_file
 from pybtex.richtext import Text
 from sphinx.util.nodes import _make_id  # the ids Sphinx gives glossary terms, so that the links land on them
 
-from book import ROOT, blob_url, chapters, config, is_claim_cell, notebook_text, raw_url, site_url, write_generated
+from book import ROOT, blob_url, config, is_claim_cell, notebook_text, raw_url, site_url, write_chapter_copies
 from chapter_header import SOLVED, with_version_blocks
 from setup_cell import first_code_cell
 
@@ -400,9 +400,7 @@ def colab_path(chapter: pathlib.Path) -> pathlib.Path:
 
 
 def main(argv) -> int:
-    only = [pathlib.Path(a).name for a in argv if a.endswith(".ipynb")]  # chapters named: only theirs, no orphans
-    wanted = {colab_path(c): render(c) for c in chapters() if not only or c.name in only}
-    return write_generated(wanted, None if only else COLAB, check="--check" in argv, remedy="make student")
+    return write_chapter_copies(argv, COLAB, render)
 
 
 if __name__ == "__main__":

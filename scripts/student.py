@@ -28,7 +28,7 @@ import sys
 
 import nbformat
 
-from book import ROOT, chapters, notebook_text, write_generated
+from book import ROOT, notebook_text, write_chapter_copies
 from chapter_header import STUDENT as STUDENT_VERSION
 from chapter_header import with_version_blocks
 from colab import colab_version
@@ -89,9 +89,7 @@ def student_path(chapter: pathlib.Path) -> pathlib.Path:
 
 
 def main(argv) -> int:
-    only = [pathlib.Path(a).name for a in argv if a.endswith(".ipynb")]  # chapters named: only theirs, no orphans
-    wanted = {student_path(c): render(c) for c in chapters() if not only or c.name in only}
-    return write_generated(wanted, None if only else STUDENT, check="--check" in argv, remedy="make student")
+    return write_chapter_copies(argv, STUDENT, render)
 
 
 if __name__ == "__main__":

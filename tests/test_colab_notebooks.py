@@ -16,6 +16,7 @@ from colab import (CLAIMS_TITLE, FORM, SETUP_TITLE, RenderError, citation_url, c
                    glossary_terms, render, render_markdown)
 from colab_button import add_colab_buttons
 from setup_cell import MARKER, first_code_cell
+from student import render as render_student
 from student import student_path, student_version
 
 ROLE = re.compile(r"\{[\w:+-]+\}`")
@@ -59,17 +60,23 @@ def test_a_colab_notebook_holds_no_myst_markup_and_no_relative_link(path):
     assert left == [], f"{path.relative_to(ROOT)}: markup that Colab would show raw (cell, what): {left[:5]}"
 
 
+GENERATED = {"colab": (colab_path, render), "student": (student_path, render_student)}  # folder: its path, its text
+
+
+@pytest.mark.parametrize("folder", GENERATED)
 @pytest.mark.parametrize("chapter", chapter_paths(), ids=lambda p: p.name)
-def test_the_colab_notebook_is_up_to_date(chapter):
-    path = colab_path(chapter)
-    assert path.exists(), f"colab/{chapter.name} is missing: run `make student`"
-    assert path.read_text() == render(chapter), f"colab/{chapter.name} is out of date: run `make student`"
+def test_each_generated_notebook_is_up_to_date(folder, chapter):
+    path_of, render_of = GENERATED[folder]
+    path = path_of(chapter)
+    assert path.exists(), f"{folder}/{chapter.name} is missing: run `make student`"
+    assert path.read_text() == render_of(chapter), f"{folder}/{chapter.name} is out of date: run `make student`"
 
 
-def test_every_colab_notebook_has_a_chapter():
+@pytest.mark.parametrize("folder", GENERATED)
+def test_every_generated_notebook_has_a_chapter(folder):
     chapters = {p.name for p in chapter_paths()}
-    orphans = [p.name for p in (ROOT / "colab").glob("*.ipynb") if p.name not in chapters]
-    assert orphans == [], f"Colab notebooks without a chapter: {orphans}; run `make student`"
+    orphans = [p.name for p in (ROOT / folder).glob("*.ipynb") if p.name not in chapters]
+    assert orphans == [], f"{folder}/ notebooks without a chapter: {orphans}; run `make student`"
 
 
 def expected_code(cell, setup):
