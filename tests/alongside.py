@@ -44,6 +44,18 @@ def split(items):
     return [item for item in items if item not in moved], sorted(moved, key=colab)  # a stable sort
 
 
+def one_thread_each():
+    """From now on, this process's torch and every kernel or subprocess it starts (nbval's kernels over book/) use one
+    thread: the second process keeps the other core busy, and PyTorch's two threads on the one core left waited on each
+    other at every operator (chapter 12's cell that generates 24 tokens on five prompts took 82 s instead of 12).
+    Called after the second process has started, which keeps its own setting. Outputs must not depend on the thread
+    count: every chapter's are checked with one thread here, as in the simulated Colab run, and with two by
+    make test-numerics."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    if "torch" in sys.modules:  # imported while collecting: it has read the variable already
+        sys.modules["torch"].set_num_threads(1)
+
+
 def balance_line(later):
     """How much later (or, negative, earlier) the second process ended than the first process's own tests."""
     if abs(later) < 30:
@@ -100,6 +112,7 @@ class Alongside:
                 [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--alongside-reports", self.reports,
                  *[item.nodeid for item in moved]],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        one_thread_each()
         colab = sum(item.get_closest_marker("colab") is not None for item in moved)
         config.pluginmanager.get_plugin("terminalreporter").write_line(
             f"{colab} colab tests, and {len(moved) - colab} of {', '.join(BALANCE)}, run alongside in a second pytest "
