@@ -18,8 +18,11 @@ import sys
 import tempfile
 import time
 
+import nbformat
 import pytest
 from conftest import COLAB_TIMES, ROOT, RUN_DIR_VARIABLE
+
+from setup_cell import pip_extras
 
 LOG = ROOT / "_build" / "colab.log"
 # Test files that the second process runs too, before the colab tests, so that both processes end at about the same
@@ -28,8 +31,10 @@ LOG = ROOT / "_build" / "colab.log"
 # 150 s after the second in a run on a loaded machine (pytest 1,779 s), so the grader's tests (about 40 s: submissions
 # graded in kernels, the Gradescope zip) moved too. None shares a session fixture with the first process's tests,
 # which would make it twice (the wheel is built once for both, tests/conftest.py), and the two spinning processes
-# load the machine as before, beside the first process's tests instead of the colab runs.
-BALANCE = ("tests/test_timing_claims_under_load.py", "tests/test_grade.py", "tests/test_autograder.py")
+# load the machine as before, beside the first process's tests instead of the colab runs. Then nbval's native
+# run of the chapters without extras left the first process (native_runs_not_needed, 125 s), and the first process
+# got one thread (one_thread_each): the second ended 41 s after the first, so the timing claims under load moved back.
+BALANCE = ("tests/test_grade.py", "tests/test_autograder.py")
 
 
 def split(items):
@@ -42,6 +47,36 @@ def split(items):
         return items, []
     moved = [item for item in items if colab(item) or item.nodeid.split("::")[0] in BALANCE]
     return [item for item in items if item not in moved], sorted(moved, key=colab)  # a stable sort
+
+
+def ran_in_colab(item):
+    """The chapter stem (``12_real_llm``) whose simulated Colab run the item is, or None."""
+    if item.get_closest_marker("colab") is None or not hasattr(item, "callspec"):
+        return None
+    return next((value for value in item.callspec.params.values() if isinstance(value, str)), None)
+
+
+def native_runs_not_needed(items, moved):
+    """nbval's items of the chapters that the simulated Colab run covers in full, left out of this run.
+
+    The Colab run compares every output of the chapter with the stored one by nbval's rules, under another CPU's
+    numerics, in an environment that holds requirements.txt's versions of everything a chapter without extras
+    imports (torch, numpy, matplotlib, tqdm). So natively nbval runs only the chapters with extras (real, llm: the
+    Colab environment holds Colab's older transformers stack, and readers of the site run requirements.txt's), and
+    make test runs every other chapter once. make test-fast and make test-numerics still run nbval over every
+    chapter natively."""
+    in_colab = {stem for stem in map(ran_in_colab, moved) if stem}
+    needs_native = {}
+
+    def covered(item):
+        path = item.path
+        if path.suffix != ".ipynb" or path.parent != ROOT / "book" or path.stem not in in_colab:
+            return False
+        if path not in needs_native:
+            needs_native[path] = bool(pip_extras(nbformat.read(path, as_version=4)))
+        return not needs_native[path]
+
+    return [item for item in items if covered(item)]
 
 
 def one_thread_each():
@@ -104,7 +139,10 @@ class Alongside:
         kept, moved = split(items)
         if not moved:
             return
-        items[:] = kept
+        not_needed = native_runs_not_needed(kept, moved)
+        if not_needed:
+            config.hook.pytest_deselected(items=not_needed)
+        items[:] = [item for item in kept if item not in not_needed]
         self.count = len(moved)
         LOG.parent.mkdir(exist_ok=True)
         with open(LOG, "w") as log:
@@ -117,6 +155,11 @@ class Alongside:
         config.pluginmanager.get_plugin("terminalreporter").write_line(
             f"{colab} colab tests, and {len(moved) - colab} of {', '.join(BALANCE)}, run alongside in a second pytest "
             f"process (log: {LOG.relative_to(ROOT)})")
+        if not_needed:
+            native = sorted({item.path.stem for item in items if item.path.suffix == ".ipynb"})
+            config.pluginmanager.get_plugin("terminalreporter").write_line(
+                f"nbval runs natively the chapters with extras only ({', '.join(native)}): the Colab run covers the "
+                f"other {len({item.path.stem for item in not_needed})}")
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtestloop(self, session):

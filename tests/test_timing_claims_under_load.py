@@ -5,8 +5,8 @@ sentence about a timing must hold when other programs compete for the cores. Thi
 cells that time something and the claim checks after them, with only the cells they need (the chapter's imports
 and the definitions they use), while two background processes (``while True: pass``) keep both cores of a 2-core
 machine busy. Every claim cell must print the same ✓ lines as its stored output (nbval's check). About a minute;
-`make test` runs it in its second pytest process, before the colab tests, beside the first process's own tests
-(tests/alongside.py, BALANCE).
+in `make test` its kernel has one thread, as every kernel of the first pytest process has while the simulated Colab
+runs keep the other core busy (tests/alongside.py), and the two spinners load the machine beside those.
 
 Covered (CHAPTERS below): chapter 6 (generation with and without caches; a step against the context; the
 roofline), 7 (MHA against MQA, with the two ceilings), 10 (the decode step against g), 12 (decode steps against the
