@@ -1,5 +1,5 @@
 # The two commands of the README. Both create .venv on first use and install requirements.txt into it.
-.PHONY: book test test-unit test-fast test-slow test-numerics lint execute setup-cells chapter-headers nbgrader-metadata student course-map clean
+.PHONY: book test test-unit test-fast test-slow test-numerics lint execute setup-cells chapter-headers nbgrader-metadata student course-map translations clean
 
 PYTHON ?= python3
 VENV := .venv
@@ -12,10 +12,17 @@ $(INSTALLED): requirements.txt requirements-no-deps.txt code/pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-no-deps.txt
 	touch $@
 
-## make book: build the HTML site into _build/html from the notebooks' stored outputs
+## make book: build the HTML site into _build/html from the notebooks' stored outputs, and its Chinese edition
+## into _build/html/zh_CN from the catalogues in locales/zh_CN (scripts/translations.py)
 book: $(INSTALLED)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
-	@echo "The book is at $(CURDIR)/_build/html/index.html"
+	$(PY) scripts/translations.py site
+	@echo "The book is at $(CURDIR)/_build/html/index.html, its Chinese edition at $(CURDIR)/_build/html/zh_CN/index.html"
+
+## make translations: after an English edit, update the Chinese catalogues (locales/zh_CN/LC_MESSAGES): a new
+## message comes in untranslated, a changed one fuzzy; translate them (CONTRIBUTING.md), then make student
+translations: $(INSTALLED)
+	$(PY) scripts/translations.py extract
 
 ## make test: unit tests, nbval over every chapter, drift, setup cells, student versions, exercises,
 ## the instructor guide's tables, the simulated Colab runs (marker colab), the book build, and the site in
@@ -72,15 +79,18 @@ execute: $(INSTALLED)
 	$(PY) scripts/student.py
 	$(PY) -m attention_book.grading.assignment
 	$(PY) scripts/colab.py
+	$(PY) scripts/chinese_notebooks.py
 	$(PY) scripts/course_map.py
 
 ## make student: write the notebooks Colab opens, from book/NN_*.ipynb with the site's markup rendered as plain
 ## Markdown: student/NN_*.ipynb (exercises stubbed) and colab/NN_*.ipynb (solved), and the grader's copy of the
-## exercises and checks (code/attention_book/grading/assignments.json); commit them
+## exercises and checks (code/attention_book/grading/assignments.json), and their Chinese versions (colab/zh_CN/,
+## student/zh_CN/: scripts/chinese_notebooks.py); commit them
 student: $(INSTALLED)
 	$(PY) scripts/student.py
 	$(PY) -m attention_book.grading.assignment
 	$(PY) scripts/colab.py
+	$(PY) scripts/chinese_notebooks.py
 
 ## make chapter-headers: rewrite each chapter's header (time estimate, Colab links, notation link), the link in its
 ## Exercises section, and its metadata times and needs_chapters; then run make student (the Colab notebooks) and

@@ -31,12 +31,18 @@ def repository(config_path=ROOT / "_config.yml") -> dict:
     return {"url": repo["url"].rstrip("/"), "branch": repo.get("branch", "main")}
 
 
+# The edition whose site site_url addresses: "" for the English site, "zh_CN/" for the Chinese one, which is built
+# into the English site's zh_CN/ folder (scripts/translations.py). Set by scripts/colab.py's edition().
+SITE_EDITION = {"prefix": ""}
+
+
 def site_url(relative: str = "", config_path=ROOT / "_config.yml") -> str:
-    """The published site's address for a page, from ``html.baseurl``: site_url("book/notation.html")."""
+    """The published site's address for a page, from ``html.baseurl``: site_url("book/notation.html"), in the
+    edition that SITE_EDITION names."""
     base = (config(config_path).get("html") or {}).get("baseurl") or ""
     if not base.startswith("https://"):
         raise SystemExit(f"{config_path}: html.baseurl must be the site's https:// address, not {base!r}")
-    return base.rstrip("/") + "/" + relative.lstrip("/")
+    return base.rstrip("/") + "/" + SITE_EDITION["prefix"] + relative.lstrip("/")
 
 
 def blob_url(relative: str) -> str:

@@ -37,6 +37,7 @@ Gimelshein", three or more "Vaswani et al."; a list that ends in "and others" al
 "Xiao and others" there). Every address comes from _config.yml through scripts/book.py: the site's from
 ``html.baseurl``, the repository's from ``repository``.
 """
+import contextlib
 import copy
 import functools
 import pathlib
@@ -49,7 +50,8 @@ from pybtex.database import parse_file
 from pybtex.richtext import Text
 from sphinx.util.nodes import _make_id  # the ids Sphinx gives glossary terms, so that the links land on them
 
-from book import ROOT, blob_url, config, is_claim_cell, notebook_text, raw_url, site_url, write_chapter_copies
+from book import (ROOT, SITE_EDITION, blob_url, config, is_claim_cell, notebook_text, raw_url, site_url,
+                  write_chapter_copies)
 from chapter_header import SOLVED, with_version_blocks
 from setup_cell import first_code_cell
 
@@ -186,6 +188,24 @@ def glossary_terms(path=BOOK / "glossary.md") -> dict[str, str]:
     return terms
 
 
+TRANSLATED_TERMS = {}  # {a term's name in another edition, lower-cased: its anchor}, set by edition()
+
+
+@contextlib.contextmanager
+def edition(language: str, terms: dict[str, str]):
+    """Render for another edition of the site (scripts/chinese_notebooks.py): every link to the site goes to that
+    edition's pages (its folder ``language``/), and a {term} may name a term as that edition's glossary names it
+    (``terms``: {name: the anchor of the English term it translates}; Sphinx keeps the English anchors)."""
+    before = SITE_EDITION["prefix"]
+    SITE_EDITION["prefix"] = f"{language}/"
+    TRANSLATED_TERMS.update({name.lower(): anchor for name, anchor in terms.items()})
+    try:
+        yield
+    finally:
+        SITE_EDITION["prefix"] = before
+        TRANSLATED_TERMS.clear()
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Roles
 
@@ -226,7 +246,7 @@ def render_role(name: str, content: str, page: str) -> str:
         return _cite(name, content)
     text, target = _explicit(content)
     if name == "term":
-        anchor = glossary_terms().get(target.lower())
+        anchor = glossary_terms().get(target.lower()) or TRANSLATED_TERMS.get(target.lower())
         if anchor is None:
             raise RenderError(f"{page}: {{term}} names {target!r}, which book/glossary.md does not define")
         return f"[{text or target}]({site_url('book/glossary.html')}#{anchor})"

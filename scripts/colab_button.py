@@ -19,18 +19,28 @@ CHAPTER_PAGE = re.compile(r"book/(?P<stem>[0-9]{2}_[^/]+)")
 COLAB_LOGO = "_static/images/logo_colab.png"  # shipped with sphinx-book-theme, served by the site itself
 
 
-def colab_buttons(name: str) -> dict:
-    """The header button (the theme's drop-down group) for the chapter book/``name``."""
+LABELS = {  # language -> the group's tooltip, then each entry's text and tooltip
+    "en": ("Open this chapter in Colab", "Colab: exercises", "Open the student version in Colab",
+           "Colab: with solutions", "Open the solved chapter in Colab"),
+    "zh_CN": ("在 Colab 中打开本章", "Colab：练习", "在 Colab 中打开学生版", "Colab：附解答", "在 Colab 中打开解答版"),
+}
+
+
+def colab_buttons(name: str, language: str = "en") -> dict:
+    """The header button (the theme's drop-down group) for the chapter book/``name``, in the site's ``language``:
+    the Chinese site's opens the Chinese notebooks (colab/zh_CN/, student/zh_CN/: scripts/chinese_notebooks.py)."""
+    group, exercises, exercises_tip, solved, solved_tip = LABELS.get(language, LABELS["en"])
+    folder = "" if language not in LABELS or language == "en" else f"{language}/"
     return {
         "type": "group",
-        "tooltip": "Open this chapter in Colab",
+        "tooltip": group,
         "icon": "fas fa-rocket",
         "label": "launch-buttons",
         "buttons": [
-            {"type": "link", "text": "Colab: exercises", "tooltip": "Open the student version in Colab",
-             "icon": COLAB_LOGO, "url": colab_url(f"student/{name}")},
-            {"type": "link", "text": "Colab: with solutions", "tooltip": "Open the solved chapter in Colab",
-             "icon": COLAB_LOGO, "url": colab_url(f"colab/{name}")},
+            {"type": "link", "text": exercises, "tooltip": exercises_tip,
+             "icon": COLAB_LOGO, "url": colab_url(f"student/{folder}{name}")},
+            {"type": "link", "text": solved, "tooltip": solved_tip,
+             "icon": COLAB_LOGO, "url": colab_url(f"colab/{folder}{name}")},
         ],
     }
 
@@ -42,7 +52,8 @@ def add_colab_buttons(app, pagename, templatename, context, doctree) -> None:
         return
     name = f"{page.group('stem')}.ipynb"
     if (ROOT / "book" / name).is_file():
-        context["header_buttons"].append(colab_buttons(name))
+        language = getattr(getattr(app, "config", None), "language", None) or "en"
+        context["header_buttons"].append(colab_buttons(name, language))
 
 
 def setup(app):

@@ -11,7 +11,10 @@ bound keeps the torch already there. A chapter whose metadata has ``attention_bo
 but declares dependencies the book does not need) installs those with ``pip install --no-deps``.
 
 The environment variable ``ATTENTION_BOOK_SOURCE`` replaces the repository's git URL: a local checkout's
-``code`` folder (or any pip location). The Colab simulation (tests/test_colab.py) uses it.
+``code`` folder, a release archive or wheel of the package on disk, or any pip location. The Colab simulation
+(tests/test_colab.py) uses it, and so does a reader who cannot reach the forge (book/running.md: from mainland China,
+say): the dependencies then come from PyPI or the mirror that pip is set to (PIP_INDEX_URL, pip.conf), never from
+the forge. When the install fails, the cell says both.
 """
 import sys
 
@@ -100,18 +103,21 @@ def _missing(names):
 if not _missing({needed!r}):
     print("The book's package is already installed: nothing to do.")
 else:
-    # {SOURCE_VARIABLE} may name a local checkout's code/ folder instead of the repository.
+    # {SOURCE_VARIABLE} may name a checkout's code/ folder, or an archive or wheel of the package, instead of the
+    # repository; pip takes the dependencies from PyPI or from the mirror it is set to (PIP_INDEX_URL, pip.conf).
     _source = os.environ.get("{SOURCE_VARIABLE}", "{package_location(config_path)}")
-    if pathlib.Path(_source).is_dir():
+    if pathlib.Path(_source).exists():
         _source = pathlib.Path(_source).resolve().as_uri()
     _pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
                            "{name} @ " + _source], capture_output=True, text=True)
     if _pip.returncode != 0:
         raise RuntimeError(
             "Could not install the book's package from " + _source + ":\\n" + _pip.stderr[-1500:] +
-            "\\nIf this machine is offline, connect it to the internet and run this cell again, or install "
-            "the package from a copy of the repository: pip install ./code, or set {SOURCE_VARIABLE} to "
-            "that code folder before starting Jupyter.")
+            "\\nIf this machine is offline, connect it and run this cell again. If it cannot reach the repository's "
+            "forge (from mainland China, for one), get a copy of the repository once (a release archive, or a clone "
+            "from any mirror), set {SOURCE_VARIABLE} to its code folder before starting Jupyter, and point pip at "
+            "a PyPI mirror (PIP_INDEX_URL): everything else the book needs, models included, comes from PyPI. "
+            "The book's page 'Running the book' shows how.")
     importlib.invalidate_caches()
     print("Installed the book's package from " + _source + ".")'''
 

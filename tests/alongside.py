@@ -11,6 +11,7 @@ status, are those of the whole run, as if one process had run it.
 """
 import json
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -53,7 +54,7 @@ def ran_in_colab(item):
     """The chapter stem (``12_real_llm``) whose simulated Colab run the item is, or None."""
     if item.get_closest_marker("colab") is None or not hasattr(item, "callspec"):
         return None
-    return next((value for value in item.callspec.params.values() if isinstance(value, str)), None)
+    return next((value.stem for value in item.callspec.params.values() if isinstance(value, pathlib.Path)), None)
 
 
 def native_runs_not_needed(items, moved):

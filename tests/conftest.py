@@ -65,12 +65,18 @@ class BuiltBook:
 
 @pytest.fixture(scope="session")
 def built_book(tmp_path_factory):
-    """`jupyter-book build` of the repository (from stored outputs, -W -n) into a temporary folder, once a session."""
+    """`jupyter-book build` of the repository (from stored outputs, -W -n) into a temporary folder, once a session,
+    with the Chinese site in its zh_CN folder (scripts/translations.py site, as make book builds it)."""
     out = tmp_path_factory.mktemp("book")
     jupyter_book = pathlib.Path(sys.executable).parent / "jupyter-book"
     result = subprocess.run([str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going",
                              "--path-output", str(out)], capture_output=True, text=True, timeout=600)
-    return BuiltBook(result.returncode, result.stdout + result.stderr, out / "_build" / "html")
+    html = out / "_build" / "html"
+    if result.returncode != 0:
+        return BuiltBook(result.returncode, result.stdout + result.stderr, html)
+    chinese = subprocess.run([sys.executable, str(ROOT / "scripts" / "translations.py"), "site", "--out",
+                              str(html / "zh_CN")], capture_output=True, text=True, timeout=600)
+    return BuiltBook(chinese.returncode, result.stdout + result.stderr + chinese.stdout + chinese.stderr, html)
 
 
 @dataclasses.dataclass

@@ -1,13 +1,17 @@
 """make test's second pytest process (tests/alongside.py): which tests it takes, and in what order."""
-from alongside import BALANCE, balance_line, split
+from alongside import BALANCE, balance_line, native_runs_not_needed, split
 from conftest import ROOT
 
 
 class Item:
-    """What split() reads of a pytest item: its node id and whether it is marked colab."""
+    """What split() and native_runs_not_needed() read of a pytest item: its node id, its path, whether it is marked
+    colab, and a colab test's chapter (its parameter, a path)."""
 
     def __init__(self, nodeid, colab=False):
         self.nodeid, self.colab = nodeid, colab
+        self.path = ROOT / nodeid.split("::")[0]
+        if colab:
+            self.callspec = type("CallSpec", (), {"params": {}})()
 
     def get_closest_marker(self, name):
         return object() if name == "colab" and self.colab else None
@@ -40,3 +44,15 @@ def test_the_balance_line_says_which_process_ran_alone_and_where_work_should_mov
     assert balance_line(95.0).endswith("move a test file to the first (BALANCE in tests/alongside.py)")
     assert balance_line(-140.0).startswith("the first pytest process ended 140 s after the second")
     assert "move a test file to the second" in balance_line(-140.0)
+
+
+def test_nbval_runs_natively_only_the_chapters_with_extras_whose_colab_run_is_in_the_second_process():
+    """Chapter 1 has no extras and its Colab run moved: its nbval items leave; chapter 12 has extras (llm): they stay;
+    chapter 2's Colab run is not selected: its native run stays."""
+    colab = [Item("tests/test_colab.py::test_c[01_single_head]", colab=True),
+             Item("tests/test_colab.py::test_c[12_real_llm]", colab=True)]
+    colab[0].callspec.params["chapter"] = ROOT / "book" / "01_single_head.ipynb"
+    colab[1].callspec.params["chapter"] = ROOT / "book" / "12_real_llm.ipynb"
+    native = [Item("book/01_single_head.ipynb::Cell 0"), Item("book/12_real_llm.ipynb::Cell 0"),
+              Item("book/02_self_attention.ipynb::Cell 0"), Item("tests/test_ablation.py::test_a")]
+    assert [item.nodeid for item in native_runs_not_needed(native, colab)] == ["book/01_single_head.ipynb::Cell 0"]

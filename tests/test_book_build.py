@@ -1,6 +1,7 @@
 """The site builds from the stored outputs with no warnings, and each chapter page has its Colab button, which opens
 the notebooks rendered for Colab (colab/ and student/, scripts/colab_button.py), never the chapter's MyST source; every
 citation link of those notebooks lands on its entry of the bibliography page."""
+import json
 import re
 
 import yaml
@@ -40,3 +41,40 @@ def test_every_citation_in_a_colab_notebook_lands_on_its_bibliography_entry(buil
     linked = {anchor for folder in ("colab", "student") for path in (ROOT / folder).glob("*.ipynb")
               for anchor in re.findall(r"references\.html#([\w-]+)", path.read_text())}
     assert len(linked) >= 20 and linked <= entries, f"links to no entry of the bibliography: {sorted(linked - entries)}"
+
+
+def test_each_page_has_its_chinese_edition_and_links_to_it_and_back(built_book):
+    """make book builds the Chinese site into the site's zh_CN folder (scripts/translations.py); every page of each
+    edition links the same page of the other (scripts/language_switch.py), in its own language."""
+    zh = built_book.html / "zh_CN"
+    english_pages = sorted(built_book.html.glob("book/*.html"))
+    assert english_pages
+    for english in english_pages:
+        chinese = zh / "book" / english.name
+        assert chinese.is_file(), f"no Chinese page for {english.name}"
+        assert '<html lang="zh-CN"' in chinese.read_text()
+        for page, other in ((english, chinese), (chinese, english)):
+            switch = re.search(r'<nav class="language-switch"[^>]*>\s*<a href="([^"]+)"', page.read_text())
+            assert switch, f"{page.relative_to(built_book.html)}: no language switch"
+            assert (page.parent / switch.group(1)).resolve() == other.resolve(), page.relative_to(built_book.html)
+
+
+def test_the_chinese_chapters_colab_buttons_open_the_chinese_notebooks(built_book):
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    colab = f"https://colab.research.google.com/github/{repo['url'].removeprefix('https://github.com/')}/blob/" \
+            f"{repo['branch']}/"
+    for path in chapter_paths():
+        page = (built_book.html / "zh_CN" / "book" / f"{path.stem}.html").read_text()
+        for folder in ("colab", "student"):
+            assert f'href="{colab}{folder}/zh_CN/{path.name}"' in page, f"{path.name}: {folder}/zh_CN"
+
+
+def test_the_chinese_search_finds_the_chapter_of_a_term(built_book):
+    """Sphinx's Chinese search splits words with jieba, given the edition's terms: 分组查询注意力 and 键值缓存 are
+    words of the index, in the titles of the GQA chapter and the KV cache chapter."""
+    text = (built_book.html / "zh_CN" / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(text[text.index("(") + 1:text.rindex(")")])
+    for term, chapter in (("分组查询注意力", "book/08_grouped_query"), ("键值缓存", "book/06_kv_cache")):
+        found = index["titleterms"].get(term, [])
+        found = [found] if isinstance(found, int) else found
+        assert chapter in [index["docnames"][i] for i in found], term

@@ -19,6 +19,8 @@ from setup_cell import MARKER, first_code_cell
 from student import render as render_student
 from student import student_path, student_version
 
+from chinese_notebooks import COLAB_ZH, STUDENT_ZH
+
 ROLE = re.compile(r"\{[\w:+-]+\}`")
 DIRECTIVE = re.compile(r"^\s*(`{3,}|~{3,}|:{3,})\s*\{", re.M)
 TARGET = re.compile(r"^\([^()\s]+\)=\s*$", re.M)
@@ -30,8 +32,12 @@ SITE = site_url()
 
 
 def colab_facing():
+    """Every notebook a Colab link opens: each chapter solved and as a student version, in English and in Chinese
+    (colab/zh_CN/, student/zh_CN/: scripts/chinese_notebooks.py)."""
     return [pytest.param(path, id=path.relative_to(ROOT).as_posix())
-            for chapter in chapter_paths() for path in (colab_path(chapter), student_path(chapter))]
+            for chapter in chapter_paths()
+            for path in (colab_path(chapter), student_path(chapter), COLAB_ZH / chapter.name,
+                         STUDENT_ZH / chapter.name)]
 
 
 def markup_left(text: str) -> list[str]:

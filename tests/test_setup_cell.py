@@ -88,7 +88,17 @@ def test_without_network_it_says_what_to_do(monkeypatch):
         run_setup_cell(monkeypatch, installed=set(), returncode=1)
     message = str(error.value)
     assert "network down" in message  # pip's own reason
-    assert "connect" in message and "pip install ./code" in message and SOURCE_VARIABLE in message
+    assert "connect" in message and SOURCE_VARIABLE in message
+    # where the forge is out of reach (mainland China): a copy of the repository, and a PyPI mirror
+    assert "mirror" in message and "PIP_INDEX_URL" in message and "Running the book" in message
+
+
+def test_an_archive_or_wheel_on_disk_is_installed_from_its_file_address(monkeypatch, tmp_path):
+    """ATTENTION_BOOK_SOURCE may name a release archive or a wheel (book/running.md, "Without the forge")."""
+    archive = tmp_path / "attention-book-main.zip"
+    archive.write_bytes(b"PK")
+    [cmd] = run_setup_cell(monkeypatch, installed={"torch"}, source=archive)
+    assert pip_requirements(cmd) == [f"attention-book @ {archive.as_uri()}"]
 
 
 def _optional():

@@ -3,7 +3,8 @@
 For each page: no request leaves localhost, nothing fails to load, the console shows no error, the math is
 typeset by MathJax, every image has loaded and has alt text, and the headings are in order. Each chapter page
 (built from book/NN_*.ipynb) has a Colab button for its notebook rendered for Colab (colab/NN_*.ipynb), and the
-search finds the MHA chapter.
+search finds the MHA chapter. The Chinese edition, built into the site's zh_CN folder, is checked page by page in
+the same way (its chapters' Colab buttons open colab/zh_CN/), and its search finds 分组查询注意力 and 键值缓存.
 
 Accessibility is measured: axe-core (the copy shipped inside the `axe-playwright-python` wheel, injected into the
 page, so no request is made) runs on every page, and any critical or serious violation fails the test. Its
@@ -44,7 +45,11 @@ from book import colab_url
 from views import CHROMIUM
 
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-MHA_CHAPTER = "03_multi_head"  # what a search for "multi-head" must find
+EDITIONS = ("", "zh_CN/")  # the English site, and the Chinese one in its zh_CN folder (scripts/translations.py)
+# (search page and query, a chapter its first results must list) in each edition
+SEARCHES = [("search.html?q=multi-head", "03_multi_head"),
+            ("zh_CN/search.html?q=分组查询注意力", "08_grouped_query"),
+            ("zh_CN/search.html?q=键值缓存", "06_kv_cache")]
 MAX_PAGE_BYTES = 2 * 10**6  # a page with its images, and everything a first visit transfers
 MAX_IMAGE_PIXELS = 2000  # figures are drawn at 100 DPI; the text column is about 800 pixels wide
 COMPRESSIBLE = {".html", ".js", ".css", ".svg", ".json", ".txt", ".map", ".inv"}
@@ -52,9 +57,10 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 AXE_IMPACTS = ("critical", "serious", "moderate", "minor")
 AXE_FAILING = {"critical", "serious"}  # moderate and minor violations are reported, not failed
 # Colour contrast is checked on these pages and on every page with an interactive view: the intro, a chapter page with
-# every kind of cell output, figure and admonition (12), the glossary, the instructors' guide (its tables), the search.
+# every kind of cell output, figure and admonition (12), the glossary, the instructors' guide (its tables), the search,
+# and two pages of the Chinese edition (its fonts, the same styles).
 CONTRAST_PAGES = {"book/intro.html", "book/12_real_llm.html", "book/glossary.html", "book/instructors.html",
-                  "search.html"}
+                  "search.html", "zh_CN/book/intro.html", "zh_CN/book/12_real_llm.html"}
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.is_file(),
@@ -398,7 +404,8 @@ def view_shot_name(page_name: str, uid: str, taken: set) -> str:
 def test_every_page_in_the_browser(site, browser):
     html, base = site
     pages = site_pages(html)
-    chapters = {f"book/{path.stem}.html": path for path in chapter_paths()}
+    chapters = {f"{edition}book/{path.stem}.html": colab_url(f"colab/{edition}{path.name}")
+                for path in chapter_paths() for edition in EDITIONS}
     missing = sorted(set(chapters) - set(pages))
     assert not missing, f"chapters with no page in the site: {missing}"
     assert CONTRAST_PAGES <= set(pages), f"CONTRAST_PAGES not in the site: {sorted(CONTRAST_PAGES - set(pages))}"
@@ -440,7 +447,7 @@ def test_every_page_in_the_browser(site, browser):
                 problems.append(f"image without alt text: {name} (alt={image['alt']!r})")
         problems += heading_problems(facts["headings"])
         if rel in chapters:
-            want = colab_url(f"colab/{chapters[rel].name}")
+            want = chapters[rel]
             if want not in facts["links"]:
                 problems.append(f"no Colab button pointing at {want}")
 
@@ -478,15 +485,16 @@ def test_every_page_in_the_browser(site, browser):
                      "screenshot": shot.relative_to(ROOT).as_posix()})
         failures += [f"{rel}: {p}" for p in problems]
 
-    # Search: the results list the MHA chapter for "multi-head".
-    context, page, seen = open_page(browser, base + "search.html?q=multi-head")
-    page.wait_for_selector("#search-results ul.search li a", timeout=15_000)
-    results = page.eval_on_selector_all("#search-results ul.search li a", "links => links.map(a => a.href)")
-    if not any(f"{MHA_CHAPTER}.html" in href for href in results):
-        failures.append(f"search for 'multi-head' does not list {MHA_CHAPTER}: {results}")
-    if third_party(seen["requests"]) or seen["console_errors"] or seen["page_errors"]:
-        failures.append(f"search page: {third_party(seen['requests'])} {seen['console_errors']} {seen['page_errors']}")
-    context.close()
+    # Search: each edition's search lists the chapter that a reader looking for a term wants, among its first results.
+    for query, chapter in SEARCHES:
+        context, page, seen = open_page(browser, base + query)
+        page.wait_for_selector("#search-results ul.search li a", timeout=15_000)
+        results = page.eval_on_selector_all("#search-results ul.search li a", "links => links.map(a => a.href)")
+        if not any(f"{chapter}.html" in href for href in results[:5]):
+            failures.append(f"{query} does not list {chapter} among its first 5 results: {results[:5]}")
+        if third_party(seen["requests"]) or seen["console_errors"] or seen["page_errors"]:
+            failures.append(f"{query}: {third_party(seen['requests'])} {seen['console_errors']} {seen['page_errors']}")
+        context.close()
     seconds = time.perf_counter() - start
 
     report(rows, seconds)
