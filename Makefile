@@ -32,10 +32,12 @@ translations: $(INSTALLED)
 ## --colab-alongside runs the colab tests in a second pytest process beside the rest (their kernel uses one
 ## thread, so run after the rest they would leave a core idle); its log is _build/colab.log, and its results
 ## join the summary, the exit status and the per-chapter time table (also in _build/chapter-times.md), and the
-## timing claims under load run first in that process, so that both end at about the same time (tests/alongside.py).
+## grader's tests run first in that process, so that both end at about the same time (tests/alongside.py). Once the
+## second process runs, the first and its kernels use one thread each; and nbval runs natively only the chapters
+## with extras, whose libraries' versions differ between Colab and requirements.txt: the Colab run covers the rest.
 ## The summary ends with make test's seconds (from make's start: install and lint included) against its budget.
-## The slow tests (marker slow: nbgrader, in an environment of its own) are left out, since make test is over its
-## time budget: make test-slow runs them
+## The slow tests (marker slow: nbgrader in an environment of its own, the timing claims under load) are left out,
+## to keep make test within its budget of 13 minutes on 2 cores: make test-slow runs them
 test: export ATTENTION_BOOK_MAKE_STARTED := $(shell date +%s)
 test: lint
 	@test -x /usr/bin/chromium || test -x "$${CHROMIUM:-/nonexistent}" || scripts/install_chromium.sh
@@ -49,7 +51,8 @@ test-unit: $(INSTALLED)
 
 ## make test-slow: the tests that make test leaves out (marker slow): nbgrader's generate_assignment, autograde and
 ## export on chapter 1 (tests/test_nbgrader.py; its first run on a machine installs nbgrader into
-## ~/.cache/attention-book, a few minutes)
+## ~/.cache/attention-book, a few minutes), and the chapters' timing claims while two processes spin on the CPU
+## (tests/test_timing_claims_under_load.py, about a minute)
 test-slow: $(INSTALLED)
 	$(PY) -m pytest -m slow
 

@@ -200,3 +200,36 @@ if __name__ == "__main__":
             print(f"{argument}: {msgid[:100]!r}\n  " + "\n  ".join(issues))
     print(f"{total} messages with problems")
     sys.exit(1 if total else 0)
+
+
+def first_use_gaps(path):
+    """The glossary terms (of three characters or more: shorter ones are also ordinary words and parts of other
+    terms) whose first use in a chapter's catalogue (in page order; the Colab-only blocks and alt texts
+    left out) does not give the English beside the Chinese: [Chinese term]. The edition's rule: 分组查询注意力（GQA）,
+    键值缓存（KV cache）, the first time in each chapter."""
+    from babel.messages.pofile import read_po
+
+    english_terms = {line.strip() for line in _glossary_block(
+        (Path(__file__).resolve().parents[1] / "book" / "glossary.md").read_text(encoding="utf-8"))
+        if line.strip() and not line[0].isspace()}
+    rows = [row for row in terms() if row["english"] in english_terms and len(HAN.findall(row["chinese"])) >= 3]
+    with open(path, "rb") as source:
+        messages = [m.string for m in read_po(source) if m.id and m.string and not any(
+            "Colab notebooks" in comment or "alt text" in comment for comment in m.auto_comments)]
+    longer = sorted({row["chinese"] for row in terms()}, key=len, reverse=True)
+
+    def shown(text, term):
+        """The text as a reader sees it (a role's target left out), with the longer terms that hold ``term``
+        (位置编码 in 旋转位置编码) and the words that only look like it (来自注意力) taken out."""
+        text = ROLE.sub(lambda m: role_text(m["content"]), text)
+        for other in longer:
+            if term in other and other != term:
+                text = text.replace(other, " ")
+        return text.replace("来自注意力", " ")
+
+    gaps = []
+    for row in rows:
+        first = next((text for text in messages if row["chinese"] in shown(text, row["chinese"])), None)
+        if first is not None and not any(form.lower() in first.lower() for form in [row["english"], *row["allowed"]]):
+            gaps.append(row["chinese"])
+    return gaps

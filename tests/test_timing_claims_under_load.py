@@ -4,9 +4,9 @@
 sentence about a timing must hold when other programs compete for the cores. This test runs, in one kernel, the
 cells that time something and the claim checks after them, with only the cells they need (the chapter's imports
 and the definitions they use), while two background processes (``while True: pass``) keep both cores of a 2-core
-machine busy. Every claim cell must print the same ✓ lines as its stored output (nbval's check). About a minute;
-in `make test` its kernel has one thread, as every kernel of the first pytest process has while the simulated Colab
-runs keep the other core busy (tests/alongside.py), and the two spinners load the machine beside those.
+machine busy. Every claim cell must print the same ✓ lines as its stored output (nbval's check). About a minute, so
+it is a slow test (`make test-slow`): `make test` checks every timing claim once, in the simulated Colab run of its
+chapter (one thread, another CPU's numerics), while its first pytest process keeps the other core busy.
 
 Covered (CHAPTERS below): chapter 6 (generation with and without caches; a step against the context; the
 roofline), 7 (MHA against MQA, with the two ceilings), 10 (the decode step against g), 12 (decode steps against the
@@ -30,6 +30,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from attention_book.experiments.measure import interleaved_best_seconds
+
 
 # chapter -> text that picks out each code cell to run besides the chapter's imports (each must be in exactly one
 # cell); the cells run in the chapter's order.
@@ -92,6 +93,7 @@ def busy_kernel():
             spinner.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 @pytest.mark.parametrize("chapter", [pytest.param(name, marks=[pytest.mark.model] * (name in NEEDS_MODEL))
                                      for name in CHAPTERS])

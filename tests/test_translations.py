@@ -15,7 +15,7 @@ from conftest import ROOT, chapter_paths
 from chinese_notebooks import COLAB_ZH, STUDENT_ZH, main as chinese_notebooks_main
 from colab import colab_path
 from student import student_path
-from translation_rules import catalogue_problems, glossary_names, problems, term_rules
+from translation_rules import catalogue_problems, first_use_gaps, glossary_names, problems, term_rules
 from translations import CATALOGUES, LANGUAGE, templates, terms
 
 CATALOGUE_PATHS = sorted(CATALOGUES.rglob("*.po"))
@@ -134,3 +134,10 @@ def test_a_chinese_notebook_runs_the_english_code_and_shows_chinese_prose(chapte
             elif re.search(r"[A-Za-z]{3,}\s+[A-Za-z]{3,}\s+[A-Za-z]{3,}", e.source):
                 assert HAN.search(c.source), f"{chinese_path.relative_to(ROOT)}, cell {index}: no Chinese"
         assert chinese.metadata["attention_book"]["language"] == LANGUAGE
+
+
+@pytest.mark.parametrize("path", sorted((CATALOGUES / "book").glob("[0-9][0-9]_*.po")), ids=lambda p: p.stem)
+def test_each_chapter_gives_a_terms_english_on_its_first_use(path):
+    """分组查询注意力（GQA）, 键值缓存（KV cache）: the English beside the Chinese the first time a chapter uses a
+    glossary term (translation_rules.first_use_gaps)."""
+    assert first_use_gaps(path) == []
