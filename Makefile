@@ -32,9 +32,11 @@ translations: $(INSTALLED)
 ## --colab-alongside runs the colab tests in a second pytest process beside the rest (their kernel uses one
 ## thread, so run after the rest they would leave a core idle); its log is _build/colab.log, and its results
 ## join the summary, the exit status and the per-chapter time table (also in _build/chapter-times.md), and the
-## grader's tests run first in that process, so that both end at about the same time (tests/alongside.py). Once the
+## test files in BALANCE (none today) run first in that process, so that both end at about the same time
+## (tests/alongside.py). Once the
 ## second process runs, the first and its kernels use one thread each; and nbval runs natively only the chapters
-## with extras, whose libraries' versions differ between Colab and requirements.txt: the Colab run covers the rest.
+## that compare the book's model with a transformers model (5 and 12: Colab's transformers is older than
+## requirements.txt's); the Colab run covers every chapter, under nbval's rules and another CPU's numerics.
 ## The summary ends with make test's seconds (from make's start: install and lint included) against its budget.
 ## The slow tests (marker slow: nbgrader in an environment of its own, the timing claims under load) are left out,
 ## to keep make test within its budget of 13 minutes on 2 cores: make test-slow runs them

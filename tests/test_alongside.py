@@ -1,4 +1,5 @@
 """make test's second pytest process (tests/alongside.py): which tests it takes, and in what order."""
+import alongside
 from alongside import BALANCE, balance_line, native_runs_not_needed, split
 from conftest import ROOT
 
@@ -17,8 +18,9 @@ class Item:
         return object() if name == "colab" and self.colab else None
 
 
-def test_the_second_process_runs_the_balance_files_first_then_the_colab_tests():
-    grading = f"{BALANCE[0]}::test_grading_a_correct_and_an_unchanged_notebook"
+def test_the_second_process_runs_the_balance_files_first_then_the_colab_tests(monkeypatch):
+    monkeypatch.setattr(alongside, "BALANCE", ("tests/test_grade.py",))  # empty today: the colab tests alone
+    grading = "tests/test_grade.py::test_grading_a_correct_and_an_unchanged_notebook"
     colab = ["tests/test_colab.py::test_c[01]", "tests/test_colab.py::test_c[12]"]
     items = [Item("tests/test_ablation.py::test_a"), Item(colab[0], colab=True), Item(grading),
              Item(colab[1], colab=True), Item("book/01_single_head.ipynb::Cell 0")]
@@ -27,9 +29,10 @@ def test_the_second_process_runs_the_balance_files_first_then_the_colab_tests():
     assert [item.nodeid for item in moved] == [grading, *colab]
 
 
-def test_without_colab_tests_nothing_moves():
+def test_without_colab_tests_nothing_moves(monkeypatch):
     """-m "not colab" (make test-fast): no second process, so the balance files stay in the only one."""
-    items = [Item(f"{BALANCE[0]}::test_x"), Item("tests/test_ablation.py::test_a")]
+    monkeypatch.setattr(alongside, "BALANCE", ("tests/test_grade.py",))
+    items = [Item("tests/test_grade.py::test_x"), Item("tests/test_ablation.py::test_a")]
     assert split(items) == (items, [])
 
 
@@ -46,9 +49,9 @@ def test_the_balance_line_says_which_process_ran_alone_and_where_work_should_mov
     assert "move a test file to the second" in balance_line(-140.0)
 
 
-def test_nbval_runs_natively_only_the_chapters_with_extras_whose_colab_run_is_in_the_second_process():
-    """Chapter 1 has no extras and its Colab run moved: its nbval items leave; chapter 12 has extras (llm): they stay;
-    chapter 2's Colab run is not selected: its native run stays."""
+def test_nbval_runs_natively_only_the_chapters_that_load_a_reference_model_or_whose_colab_run_is_not_selected():
+    """Chapter 1 loads no transformers model and its Colab run moved: its nbval items leave; chapter 12 loads one:
+    they stay; chapter 2's Colab run is not selected: its native run stays."""
     colab = [Item("tests/test_colab.py::test_c[01_single_head]", colab=True),
              Item("tests/test_colab.py::test_c[12_real_llm]", colab=True)]
     colab[0].callspec.params["chapter"] = ROOT / "book" / "01_single_head.ipynb"

@@ -161,7 +161,7 @@ def open_page(browser, url):
     page.on("response", lambda r: r.status >= 400 and seen["failed"].append(f"{r.url} (HTTP {r.status})"))
     page.on("console", lambda m: m.type == "error" and seen["console_errors"].append(m.text))
     page.on("pageerror", lambda e: seen["page_errors"].append(str(e)))
-    page.goto(url, wait_until="load")  # the caller waits for the network to go idle after MathJax has typeset
+    page.goto(url, wait_until="load")  # the caller then waits for MathJax and its fonts (_PAGE_FACTS)
     return context, page, seen
 
 
@@ -417,9 +417,9 @@ def test_every_page_in_the_browser(site, browser):
     failures, rows, axe_found = [], [], {}
     for rel in pages:
         context, page, seen = open_page(browser, base + rel)
-        facts = page.evaluate(_PAGE_FACTS)
-        page.wait_for_load_state("networkidle")  # fonts MathJax asked for while typesetting
+        facts = page.evaluate(_PAGE_FACTS)  # after MathJax has typeset and the fonts it asked for have loaded
         problems = []
+        # What the page requested and logged until then (axe, run below, requests stylesheets of its own).
         if outside := third_party(seen["requests"]):
             problems.append(f"requests to third parties: {outside}")
         if seen["failed"]:
