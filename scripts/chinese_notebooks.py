@@ -22,7 +22,7 @@ import nbformat
 
 from book import ROOT, chapters, notebook_text, write_generated
 from chapter_header import SOLVED, with_version_blocks
-from colab import colab_version, edition, glossary_terms
+from colab import colab_version, edition, glossary_entries, glossary_terms
 from markdown_messages import messages, translated
 from student import student_version
 from translations import CATALOGUES, LANGUAGE
@@ -51,12 +51,8 @@ def chinese_terms() -> dict[str, str]:
 
 def _english_terms() -> dict[str, str]:
     """{English term as written in book/glossary.md: its anchor}."""
-    from translation_rules import _glossary_block
-
     anchors = glossary_terms()
-    lines = _glossary_block((ROOT / "book" / "glossary.md").read_text(encoding="utf-8"))
-    return {line.strip(): anchors[line.strip().lower()] for line in lines
-            if line.strip() and not line[0].isspace() and line.strip().lower() in anchors}
+    return {term: anchors[term.lower()] for term in glossary_entries()}
 
 
 def translate_notebook(nb, chapter):

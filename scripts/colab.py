@@ -175,17 +175,21 @@ def labels() -> dict[str, tuple[str, str]]:
 
 
 @functools.cache
-def glossary_terms(path=BOOK / "glossary.md") -> dict[str, str]:
-    """{term, lower-cased: its anchor on the site's glossary page (Sphinx's id, such as "term-K-V-head")}."""
+def glossary_entries(path=BOOK / "glossary.md") -> tuple[str, ...]:
+    """The glossary's terms as book/glossary.md writes them, in order (scripts/translations.py's catalogue holds
+    them under these names)."""
     text = path.read_text()
     block = re.search(r"^(`{3,}|:{3,})\{glossary\}[^\n]*\n(?P<body>.*?)^\1[ \t]*$", text, re.M | re.S)
     if block is None:
         raise RenderError(f"{path.name} has no glossary directive")
-    terms = {}
-    for line in block.group("body").splitlines():
-        if line.strip() and not line[0].isspace() and not OPTION.match(line):
-            terms[line.strip().lower()] = _make_id(f"term-{line.strip()}")
-    return terms
+    return tuple(line.strip() for line in block.group("body").splitlines()
+                 if line.strip() and not line[0].isspace() and not OPTION.match(line))
+
+
+@functools.cache
+def glossary_terms(path=BOOK / "glossary.md") -> dict[str, str]:
+    """{term, lower-cased: its anchor on the site's glossary page (Sphinx's id, such as "term-K-V-head")}."""
+    return {term.lower(): _make_id(f"term-{term}") for term in glossary_entries(path)}
 
 
 TRANSLATED_TERMS = {}  # {a term's name in another edition, lower-cased: its anchor}, set by edition()

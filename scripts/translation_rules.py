@@ -14,14 +14,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from translations import CATALOGUES, terms  # noqa: E402
+from colab import _explicit, glossary_entries
+from translations import CATALOGUES, terms
 
 MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+?\$", re.S)
 CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 ROLE = re.compile(r"\{(?P<name>[a-z][\w:+-]*)\}`(?P<content>[^`]+)`")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\((?P<target><[^>]*>|[^)\s]+)\)")
-EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.S)
 KEPT_ROLES = {"cite", "cite:p", "cite:t", "cite:ps", "cite:ts", "doc", "ref", "numref", "eq"}
 HAN = re.compile(r"[\u4e00-\u9fff]")
 COLAB_FOLDERS = re.compile(r"/(student|colab)/(?=\d\d_)")
@@ -45,14 +44,14 @@ def _rendered_text(markdown):
 
 
 def role_target(content):
-    explicit = EXPLICIT.match(content)
-    return explicit.group("target") if explicit else content
+    """What a role points at: the target of "text <target>", else the content (scripts/colab.py's reading)."""
+    return _explicit(content)[1]
 
 
 def role_text(content):
     """What a role shows: the text of "text <target>", else the content."""
-    explicit = EXPLICIT.match(content)
-    return explicit.group("text") if explicit else content
+    text, target = _explicit(content)
+    return text or target
 
 
 def without_markup(text):
@@ -75,24 +74,10 @@ def glossary_names(catalogue_folder=CATALOGUES):
     term messages, read from the glossary's English source."""
     from babel.messages.pofile import read_po
 
-    english = Path(__file__).resolve().parents[1] / "book" / "glossary.md"
-    names = {line.strip() for line in _glossary_block(english.read_text(encoding="utf-8"))
-             if line.strip() and not line.startswith((" ", "\t"))}
+    names = set(glossary_entries())
     with open(catalogue_folder / "book" / "glossary.po", "rb") as source:
         catalogue = read_po(source)
     return {(catalogue.get(name).string or name) if catalogue.get(name) else name for name in names}
-
-
-def _glossary_block(text):
-    inside = False
-    for line in text.splitlines():
-        if line.startswith("```{glossary}"):
-            inside = True
-            continue
-        if inside and line.startswith("```"):
-            break
-        if inside:
-            yield line
 
 
 def term_rules():
@@ -209,9 +194,7 @@ def first_use_gaps(path):
     键值缓存（KV cache）, the first time in each chapter."""
     from babel.messages.pofile import read_po
 
-    english_terms = {line.strip() for line in _glossary_block(
-        (Path(__file__).resolve().parents[1] / "book" / "glossary.md").read_text(encoding="utf-8"))
-        if line.strip() and not line[0].isspace()}
+    english_terms = set(glossary_entries())
     rows = [row for row in terms() if row["english"] in english_terms and len(HAN.findall(row["chinese"])) >= 3]
     with open(path, "rb") as source:
         messages = [m.string for m in read_po(source) if m.id and m.string and not any(
