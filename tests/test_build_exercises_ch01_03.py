@@ -288,3 +288,33 @@ def test_causal_mask_refuses_triu_and_its_hint_suggests_no_triangle(capsys):
     checks.hint("my_causal_mask")
     shown = capsys.readouterr().out
     assert "tril" not in shown and "triu" not in shown, shown
+
+
+@pytest.mark.parametrize("answer, refused", [
+    (lambda x: torch.log_softmax(x, -1).exp(), "torch.log_softmax"),
+    (lambda x: F.log_softmax(x, -1).exp(), "torch.nn.functional.log_softmax"),
+    (lambda x: (x - torch.logsumexp(x, -1, keepdim=True)).exp(), "torch.logsumexp"),
+    (lambda x: (x - x.logsumexp(-1, keepdim=True)).exp(), "torch.Tensor.logsumexp"),
+])
+def test_stable_softmax_refuses_a_log_softmax_and_logsumexp(answer, refused):
+    fails(checks.check_stable_softmax, answer, f"calls {refused}, which the exercise says not to call")
+
+
+def test_a_causal_mask_that_hides_the_diagonal_is_told_so_with_the_other_reading_of_its_first_input():
+    """On (1, 1) a mask that hides each query's own key and an inverted mask are the same: both are named."""
+    message = fails(checks.check_causal_mask, lambda L, S: torch.arange(S)[None, :] < torch.arange(L)[:, None] + S - L)
+    likely = message.split("Likely mistake: ")[1]
+    assert "no query may attend to its own position" in likely and "\nor: the mask is inverted" in likely, message
+
+
+def test_attention_that_adds_a_boolean_mask_as_numbers_is_told_so():
+    def adding(q, k, v, mask=None):
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores + mask.to(scores.dtype)
+        weights = torch.exp(scores - scores.amax(-1, keepdim=True))
+        weights = weights / weights.sum(-1, keepdim=True)
+        return weights @ v, weights
+
+    message = fails(checks.check_attention_with_masks, adding)
+    assert "the boolean mask was added to the scores as numbers" in message.split("Likely mistake: ")[1], message

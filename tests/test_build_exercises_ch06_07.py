@@ -74,6 +74,21 @@ def decode(layer, x, chunk, grow=False, copy_filled=False, mask="bottom-right", 
     return torch.cat(outputs, dim=1), k_buffer, v_buffer
 
 
+def test_a_cached_decode_with_fp32_buffers_fails_on_an_fp64_layer():
+    def fp32_buffers(layer, x, chunk):
+        out, k, v = decode(layer, x, chunk)
+        return out, k.float(), v.float()
+
+    fails(checks.check_cached_decode, fp32_buffers, "expected dtype torch.float64, got torch.float32")
+
+
+def test_max_context_rounded_to_the_nearest_is_told_so():
+    def rounded(memory_bytes, n_layers, n_kv_heads, d_head, bytes_per_element, batch):
+        return round(memory_bytes / (2 * n_layers * n_kv_heads * d_head * bytes_per_element * batch))
+
+    fails(checks.check_max_context, rounded, "expected 76,293 tokens, got 76294", "rounded up (or to the nearest)")
+
+
 def test_the_model_cached_decode_passes(capsys):
     checks.check_cached_decode(model_solution("06_kv_cache.ipynb", "my_cached_decode"))
     assert capsys.readouterr().out.startswith("✓ ")

@@ -36,13 +36,15 @@ CHEATS = {"check_rope_left_padded": cheat_rope, "check_q4_1_matvec": cheat_q4_1,
 
 # chapter 11: RoPE for a left-padded batch
 
-def rope_with(positions_of, layout="halves", turn=1):
+def rope_with(positions_of, layout="halves", turn=1, in_x_dtype=True):
     """A written-out answer (no package RoPE) that places the tokens with ``positions_of(mask, offset, S)``."""
     def rope_left_padded(x, mask, offset, base=10_000.0):
         d_half = x.shape[-1] // 2
         positions = positions_of(mask, offset, x.shape[2])
         angles = turn * positions[:, None, :, None] * base ** (-torch.arange(d_half) / d_half)
         cos, sin = angles.cos(), angles.sin()
+        if in_x_dtype:
+            cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         if layout == "halves":
             a, b = x[..., :d_half], x[..., d_half:]
             return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
@@ -64,6 +66,26 @@ def real_positions(mask, offset, S):
 def test_a_wrong_padded_rope_gets_its_mistake(answer, named):
     message = fails(checks.check_rope_left_padded, answer)
     assert "Likely mistake: " in message and named in message, message
+
+
+def test_a_padded_rope_must_keep_xs_dtype():
+    fails(checks.check_rope_left_padded, rope_with(real_positions, in_x_dtype=False),
+          "torch.bfloat16", "expected dtype torch.bfloat16, got torch.float32")
+
+
+def test_next_positions_must_be_int64():
+    fails(checks.check_next_positions, lambda n, new: torch.arange(n, n + new, dtype=torch.int32),
+          "the positions are torch.int32, not int64")
+
+
+def test_qkv_to_pairs_that_leaves_the_keys_is_told_so():
+    def queries_only(weight, n_heads, n_kv_heads):
+        d_head = weight.shape[0] // (n_heads + 2 * n_kv_heads)
+        q, k, v = weight.split([n_heads * d_head, n_kv_heads * d_head, n_kv_heads * d_head])
+        q = q.view(n_heads, 2, d_head // 2, -1).transpose(1, 2).reshape(n_heads * d_head, -1)
+        return torch.cat((q, k, v))
+
+    assert "the key rows were left as they are" in fails(checks.check_qkv_to_pairs, queries_only)
 
 
 def test_the_padding_tokens_outputs_are_not_compared():

@@ -6,7 +6,10 @@ package's own solution and what the exercise says not to call, and measure the m
 for the build exercises and for the chapters' other exercises whose step the package solves.
 """
 
+import math
+
 import attention_book.checks as checks
+import pytest
 import torch
 import torch.nn.functional as F
 from attention_book.cache_diet import (RingKVCache, cache_bytes_at, layer_windows, quantize_keys_per_channel,
@@ -211,7 +214,7 @@ def test_a_block_size_that_never_goes_below_one_is_told_so():
 
     message = fails(checks.check_largest_block_k, at_least_one_key)
     assert message.startswith("budget_bytes=64,") and "expected block_k = 0, got 1" in message, message
-    assert "Likely mistake: not even one key per block fits in this budget" in message, message
+    assert "not even one key per block fits in this budget" in message.split("Likely mistake: ")[1], message
 
 
 def test_an_absorbed_step_whose_product_broadcasts_the_cache_over_the_heads_is_told_why():
@@ -227,4 +230,109 @@ def test_an_absorbed_step_whose_product_broadcasts_the_cache_over_the_heads_is_t
 
     message = fails(checks.check_absorbed_decode_step, broadcasting)
     assert "as much as one key per head per cached token" in message, message
-    assert "torch.matmul copies an operand it broadcasts" in message and "h copies of the cache" in message, message
+    assert "torch.matmul broadcasting an operand" in message and "h copies of the cache" in message, message
+
+
+def test_an_absorbed_step_that_rebuilds_the_keys_one_head_at_a_time_fails_on_its_products():
+    """One head's keys at a time never holds B × h × S × d_nope numbers: the FLOPs of its products tell."""
+    def head_by_head(q_nope, q_rope, latent, w_uk, w_uv, w_o, scale):
+        B, h, d_nope = q_nope.shape
+        d_c, d_v = w_uk.shape[1], w_uv.shape[0] // h
+        c_kv, k_rope = latent[..., :d_c], latent[..., d_c:]
+        outs = []
+        for i in range(h):
+            k = c_kv @ w_uk[i * d_nope:(i + 1) * d_nope].T  # (B, S, d_nope): head i's keys, rebuilt
+            v = c_kv @ w_uv[i * d_v:(i + 1) * d_v].T
+            scores = (q_nope[:, i:i + 1] @ k.transpose(1, 2) + q_rope[:, i:i + 1] @ k_rope.transpose(1, 2)) * scale
+            outs.append(torch.softmax(scores, dim=-1) @ v)  # (B, 1, d_v)
+        return torch.cat(outs, dim=-1)[:, 0] @ w_o.T
+
+    fails(checks.check_absorbed_decode_step, head_by_head, "its matrix products did",
+          "rebuilding one key per head per cached token")
+
+
+def ring_by_one_indexed_write(buffer, positions, new, length, window, n_sinks):
+    """The model solution's keys and mask, but the chunk written in one indexed write: a chunk longer than the window
+    writes some slots twice."""
+    L_new = new.shape[2]
+    filled = min(length, n_sinks + window)
+    keys = torch.cat((buffer[:, :, :filled], new), dim=2)
+    key_at = torch.cat((positions[:filled], torch.arange(length, length + L_new)))[None, :]
+    query_at = torch.arange(length, length + L_new)[:, None]
+    mask = (key_at <= query_at) & ((query_at - key_at < window) | (key_at < n_sinks))
+    t = torch.arange(length, length + L_new)
+    slots = torch.where(t < n_sinks, t, n_sinks + (t - n_sinks) % window)
+    buffer[:, :, slots], positions[slots] = new, t
+    return keys, mask
+
+
+def test_a_ring_that_writes_one_slot_twice_in_one_indexed_write_fails():
+    fails(checks.check_ring_append, ring_by_one_indexed_write, "wrote two values to the same place",
+          "appending 4")
+
+
+@pytest.mark.parametrize("order, named", [
+    ("slots", "no key was hidden for being too far back"),
+    ("as if in position order", "once the ring has wrapped, slot order is not position order")])
+def test_a_ring_mask_that_ignores_the_keys_positions_is_told_so(order, named):
+    solution = model_solution("15_cache_diet", "ring_append")
+
+    def ring(buffer, positions, new, length, window, n_sinks):
+        keys, _ = solution(buffer, positions, new, length, window, n_sinks)
+        L_new, S = new.shape[2], keys.shape[2]
+        if order == "slots":
+            return keys, causal_mask(L_new, S)
+        key_at = torch.arange(length + L_new - S, length + L_new)[None, :]
+        query_at = torch.arange(length, length + L_new)[:, None]
+        return keys, (key_at <= query_at) & ((query_at - key_at < window) | (key_at < n_sinks))
+
+    assert named in fails(checks.check_ring_append, ring).split("Likely mistake: ")[1]
+
+
+def test_quantize_keys_that_divides_by_a_zero_scale_fails_though_this_machine_gives_the_right_bytes():
+    def dividing(k):
+        low, high = k.amin(0, keepdim=True), k.amax(0, keepdim=True)
+        scale = (high - low) / 255
+        return (torch.round((k - low) / scale) - 128).to(torch.int8), scale, low + 128 * scale
+
+    fails(checks.check_quantize_keys, dividing, "(channel 1 is constant: its scale is 0)", "turned NaN or inf into")
+
+
+def test_a_tiled_loop_over_query_blocks_with_whole_rows_of_scores_fails_on_its_products():
+    """Blocks of queries, each with a whole row of scores and a plain softmax: it fits the memory bound but never
+    walks over the keys."""
+    def query_blocks(q, k, v, block_k, is_causal=False):
+        L, S = q.shape[0], k.shape[0]
+        out = torch.empty(L, v.shape[1])
+        for i0 in range(0, L, 16):
+            s = q[i0:i0 + 16] @ k.T / q.shape[1] ** 0.5
+            if is_causal:
+                s = s.masked_fill(torch.arange(S) > torch.arange(i0, i0 + s.shape[0])[:, None] + S - L, -math.inf)
+            out[i0:i0 + 16] = torch.softmax(s, dim=-1) @ v
+        return out
+
+    fails(checks.check_tiled_one_head, query_blocks, "all S = 1024 keys at once", "block_k = 16 rows at a time")
+
+
+def test_a_tiled_loop_that_normalises_each_block_alone_is_told_so():
+    def each_block(q, k, v, block_k, is_causal=False):
+        L, S = q.shape[0], k.shape[0]
+        out = torch.zeros(L, v.shape[1])
+        for j0 in range(0, S, block_k):
+            s = q @ k[j0:j0 + block_k].T / q.shape[1] ** 0.5
+            if is_causal:
+                s = s.masked_fill(torch.arange(j0, j0 + s.shape[1]) > torch.arange(L)[:, None] + S - L, -math.inf)
+            out = out + torch.softmax(s, dim=-1).nan_to_num(0.0) @ v[j0:j0 + block_k]
+        return out
+
+    assert "normalised by a softmax of its own" in fails(checks.check_tiled_one_head, each_block)
+
+
+def test_merge_two_that_exponentiates_each_lse_overflows_and_is_told_so():
+    def by_exp(out_a, lse_a, out_b, lse_b):
+        a, b = torch.exp(lse_a), torch.exp(lse_b)
+        total = a + b
+        return (a * out_a + b * out_b) / total, torch.log(total)
+
+    message = fails(checks.check_merge_two, by_exp, "lse_a [100.0]")
+    assert "overflows fp32" in message.split("Likely mistake: ")[1], message

@@ -457,3 +457,83 @@ def test_the_last_check_refuses_a_loop_without_its_cache(smollm2):
     exec(compile(LOOP_WITHOUT_A_CACHE, "<a learner's cell>", "exec"), namespace)
     with pytest.raises(CheckFailed, match=r"call 2 of decoder_logits has ids of shape \(1, 17\)"):
         checks.same_tokens_as_package(namespace["greedy_generate"], decoder_weights(smollm2), smollm2, PROMPT, 3)
+
+
+def test_from_heads_by_view_fails_on_a_contiguous_input_as_a_plain_product_of_weights_and_values_returns():
+    """The learner's own error, with a note of the input (_call): the contiguous one."""
+    with pytest.raises(RuntimeError, match="view size is not compatible") as error:
+        checks.check_from_heads(lambda y: y.transpose(1, 2).view(y.shape[0], y.shape[2], -1))
+    assert "tensor of shape (2, 3, 3, 2)" in " ".join(getattr(error.value, "__notes__", [])), error.value
+
+
+def test_cache_append_must_refuse_tokens_that_do_not_fit():
+    def silent(cache, k, v):  # the model solution without its ValueError
+        start, end = cache["length"], cache["length"] + k.shape[2]
+        cache["k"][:, :, start:end], cache["v"][:, :, start:end] = k, v
+        cache["length"] = end
+        return cache["k"][:, :, :end], cache["v"][:, :, :end]
+
+    fails(checks.check_cache_append, silent, "a full cache", "it raised no ValueError")
+
+
+def grouped_folded_as_consecutive(q, k, v):
+    B, h, L, d = q.shape
+    g, S = k.shape[1], k.shape[2]
+    rows = (h // g) * L
+    mask = torch.arange(S) <= torch.arange(S - rows, S)[:, None]  # the folded rows as consecutive queries
+    return SOLUTIONS["masked_attention"](q.reshape(B, g, rows, d), k, v, mask).reshape(B, h, L, d)
+
+
+def grouped_token_major_fold(q, k, v):
+    """A right fold whose positions come from repeat_interleave on a vector: allowed (it copies no K/V)."""
+    B, h, L, d = q.shape
+    g, S = k.shape[1], k.shape[2]
+    folded = q.view(B, g, h // g, L, d).transpose(2, 3).reshape(B, g, L * (h // g), d)  # token-major
+    positions = torch.arange(S - L, S).repeat_interleave(h // g)
+    out = SOLUTIONS["masked_attention"](folded, k, v, torch.arange(S) <= positions[:, None])
+    return out.view(B, g, L, h // g, d).transpose(2, 3).reshape(B, h, L, d)
+
+
+def test_the_fold_with_positions_not_reset_per_head_is_told_so():
+    message = fails(checks.check_grouped_causal_attention, grouped_folded_as_consecutive)
+    assert "as that many consecutive queries" in message.split("Likely mistake: ")[1], message
+
+
+def test_repeat_interleave_on_a_vector_of_positions_runs():
+    checks.check_grouped_causal_attention(grouped_token_major_fold)
+
+
+def sublayer_rope_after_the_append(x, layer, cache, config, ns=SOLUTIONS):
+    q = ns["to_heads"](F.linear(x, layer.w_q), config.n_heads)
+    k = ns["to_heads"](F.linear(x, layer.w_k), config.n_kv_heads)
+    v = ns["to_heads"](F.linear(x, layer.w_v), config.n_kv_heads)
+    start = cache["length"] + x.shape[1]  # the length after the append: one chunk too far
+    k, v = ns["cache_append"](cache, ns["rope_halves"](k, start, config.rope_base), v)
+    out = ns["grouped_causal_attention"](ns["rope_halves"](q, start, config.rope_base), k, v)
+    return F.linear(ns["from_heads"](out), layer.w_o)
+
+
+def sublayer_reading_no_cache(x, layer, cache, config, ns=SOLUTIONS):
+    start = cache["length"]
+    q = ns["rope_halves"](ns["to_heads"](F.linear(x, layer.w_q), config.n_heads), start, config.rope_base)
+    k = ns["rope_halves"](ns["to_heads"](F.linear(x, layer.w_k), config.n_kv_heads), start, config.rope_base)
+    v = ns["to_heads"](F.linear(x, layer.w_v), config.n_kv_heads)
+    ns["cache_append"](cache, k, v)  # written, never read
+    return F.linear(ns["from_heads"](ns["grouped_causal_attention"](q, k, v)), layer.w_o)
+
+
+def logits_with_one_cache_for_every_layer(ids, weights, caches, ns=SOLUTIONS):
+    x = weights.embedding[ids]
+    for layer in weights.layers:
+        x = ns["decoder_block"](x, layer, caches[0], weights.config)
+    return F.linear(ns["rms_normalise"](x[:, -1], weights.norm, weights.config.rms_eps), weights.embedding)
+
+
+@pytest.mark.parametrize("check, answer, named", [
+    ("check_attention_sublayer", sublayer_rope_after_the_append, "from the cache's length after x was appended"),
+    ("check_attention_sublayer", sublayer_reading_no_cache, "were never read"),
+    ("check_decoder_logits", logits_with_one_cache_for_every_layer, "every layer keeps its own cache"),
+], ids=["rope_after_append", "cache_never_read", "one_cache"])
+def test_the_learners_mistakes_in_the_later_pieces_are_named(check, answer, named):
+    message = fails(getattr(checks, check), answer)
+    assert named in message, message

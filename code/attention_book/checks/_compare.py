@@ -317,12 +317,15 @@ def _same(a, b, atol=1e-5, equal_nan=False):
 
 
 def _likely_mistake(expected, got, mistakes, atol):
-    """The description of the first mistake that gives exactly ``got`` (NaN included) and not ``expected``."""
+    """The descriptions of the mistakes that give exactly ``got`` (NaN included) and not ``expected``, joined by
+    "or" where two mistakes give the same result on this input; None if none does."""
+    found = []
     for description, mistaken in mistakes:
         mistaken = mistaken()
-        if _same(mistaken, got, atol, equal_nan=True) and not _same(expected, mistaken, atol, equal_nan=True):
-            return description
-    return None
+        if (_same(mistaken, got, atol, equal_nan=True) and not _same(expected, mistaken, atol, equal_nan=True)
+                and description not in found):
+            found.append(description)
+    return "\nor: ".join(found) or None
 
 
 def _compare(what, tried, expected, got, hint="", atol=1e-5, mistakes=()):

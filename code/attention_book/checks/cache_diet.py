@@ -4,6 +4,7 @@ import torch
 
 from ..cache_diet import RingKVCache, cache_bytes_at, layer_windows, quantize_keys_per_channel
 from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _require_number, _see_hint
+from ._watch import NON_FINITE, REPEATED, NonFiniteToInteger, RepeatedIndexWrite
 
 
 # what the answer may not call: the package's ring and the mask it would give for a whole sequence
@@ -54,10 +55,10 @@ def check_ring_append(fn):
     fed a sequence of chunks (single tokens and chunks longer than the window, wrapping around several times);
     compared with RingKVCache: its buffer and slot positions after each append, the keys its append returns for a
     chunk (the old slots then the chunk) and its causal_mask, with the package's ring and window_mask made to
-    refuse.
+    refuse. An indexed write that writes one slot twice fails: which value stays is not defined.
     """
     gen = _generator(16)
-    rings = [(1, 1, 2, 3, 0, [2, 1, 1, 4, 1]), (1, 2, 2, 4, 1, [1, 3, 1, 1, 6, 2]),
+    rings = [(1, 1, 2, 3, 0, [2, 3, 1, 4, 1]), (1, 2, 2, 4, 1, [1, 3, 1, 1, 6, 2]),
              (2, 1, 3, 5, 2, [7, 1, 1, 3, 1, 9]), (1, 2, 4, 8, 2, [6, 1, 6, 12, 1, 1])]
     for B, g, d_head, window, n_sinks, chunks in rings:  # the smallest ring first
         ring = RingKVCache(B, g, d_head, window, n_sinks)
@@ -75,9 +76,13 @@ def check_ring_append(fn):
             expected_mask = _window_rule(query, key_positions[None, :], window, n_sinks)
             if L_new > 1:  # the package's own mask, for the keys its append returned
                 expected_mask = ring.causal_mask(L_new)
-            got = _call(fn, (buffer, positions, new, length, window, n_sinks), "ring_append", refuse=_RING_REFUSE)
+            with RepeatedIndexWrite() as watch:
+                got = _call(fn, (buffer, positions, new, length, window, n_sinks), "ring_append",
+                            refuse=_RING_REFUSE)
             tried = (f"a ring of window={window}, n_sinks={n_sinks} (B={B}, g={g}, d_head={d_head}) after {length} "
                      f"tokens, appending {L_new} (positions {length} .. {length + L_new - 1})")
+            if watch.seen:
+                raise CheckFailed(f"ring_append on {tried}: {REPEATED}")
             if not (isinstance(got, (tuple, list)) and len(got) == 2):
                 raise CheckFailed(f"ring_append on {tried}: expected a pair (keys, mask), keys of shape "
                                   f"{tuple(expected_keys.shape)} and mask of shape {tuple(expected_mask.shape)}, "
@@ -88,8 +93,14 @@ def check_ring_append(fn):
                      mistakes=[("the old slots were taken after the new tokens were written: a chunk overwrites "
                                 "slots that its first tokens still read", lambda: torch.cat((after, new), dim=2))])
             stale = torch.cat((ring.slot_positions[:used], key_positions[used:]))
+            in_order = torch.arange(length + L_new - expected_keys.shape[2], length + L_new)[None, :]
             mask_mistakes = [("a window of window + 1 positions: p - j must be below window",
                               lambda: _window_rule(query, key_positions[None, :], window, n_sinks, width=window)),
+                             ("no key was hidden for being too far back: only the future ones were",
+                              lambda: _window_rule(query, key_positions[None, :], window + length + L_new, n_sinks)),
+                             ("the mask reads the keys as if they were in position order, the last key at the last "
+                              "position: once the ring has wrapped, slot order is not position order",
+                              lambda: _window_rule(query, in_order, window, n_sinks)),
                              ("the sinks were not kept: the first n_sinks positions stay visible to every query",
                               lambda: _window_rule(query, key_positions[None, :], window, 0)),
                              ("a new token may see the chunk's later tokens: the mask must be causal (j <= p)",
@@ -134,7 +145,8 @@ def check_quantize_keys(fn):
     Tried on 4 random key tensors (S 2 to 16) whose channels have very different ranges, as real keys do, and one
     with a constant channel (scale 0, which must come back exactly); scale and
     zero compared with ``quantize_keys_per_channel``'s, and the round trip data * scale + zero with k (within
-    scale / 2); the package's quantisers made to refuse.
+    scale / 2); the package's quantisers made to refuse. Turning NaN or inf into integers fails (a division by the
+    constant channel's zero scale makes them).
     """
     gen = _generator(15)
     inputs = [torch.randn(S, d, generator=gen) * torch.logspace(-1, 1, d) + torch.randn(d, generator=gen)
@@ -145,8 +157,9 @@ def check_quantize_keys(fn):
         tried = f"k of shape {tuple(k.shape)}"
         where = f"quantize_keys on {tried}"
         expected = quantize_keys_per_channel(k)
-        got = _call(fn, (k,), "quantize_keys", refuse=["attention_book.cache_diet.quantize_keys_per_channel",
-                                                       "attention_book.cache_diet.quantize_int8"])
+        with NonFiniteToInteger() as watch:
+            got = _call(fn, (k,), "quantize_keys", refuse=["attention_book.cache_diet.quantize_keys_per_channel",
+                                                           "attention_book.cache_diet.quantize_int8"])
         if not (isinstance(got, (tuple, list)) and len(got) == 3):
             raise CheckFailed(f"{where}: expected a tuple (data, scale, zero), got {type(got).__name__}")
         data, scale, zero = got
@@ -157,6 +170,9 @@ def check_quantize_keys(fn):
             raise CheckFailed(f"your scale on {tried}: expected shape {tuple(expected.scale.shape)}, got "
                               f"{tuple(scale.shape)}\nLikely mistake: one scale per token (per row): keys are "
                               "quantised per channel, over the tokens")
+        if watch.seen:
+            raise CheckFailed(f"{where}{' (channel 1 is constant: its scale is 0)' if k is constant else ''}: "
+                              f"{NON_FINITE}")
         _compare("your scale", tried, expected.scale, scale, hint=_see_hint("quantize_keys"))
         _compare("your zero", tried, expected.zero, zero, hint=_see_hint("quantize_keys"), atol=1e-4)
         error = (data.to(k.dtype) * scale + zero - k).abs()

@@ -31,9 +31,15 @@ ATTENTION = ["attention_book.sdpa.scaled_dot_product_attention", "attention_book
 ROPE = ["attention_book.rope.rotate", "attention_book.rope.apply_rope", "attention_book.rope.Rope.__call__",
         "attention_book.rope.rope_cos_sin", "attention_book.rope.rope_frequencies"]
 # Copies of K and V for each query head: what the grouped attention (exercise 5) and everything built on it must not
-# make.
-NO_COPY = [("torch.Tensor.repeat_interleave", "which copies K and V for each query head"),
-           ("torch.repeat_interleave", "which copies K and V for each query head")]
+# make. Refused on a tensor of two dimensions or more (K, V, or a view of them); on a vector of positions it runs.
+
+
+def _on_a_matrix(tensor=None, *args, **kwargs):
+    return isinstance(tensor, torch.Tensor) and tensor.dim() >= 2
+
+
+NO_COPY = [("torch.Tensor.repeat_interleave", "which copies K and V for each query head", _on_a_matrix),
+           ("torch.repeat_interleave", "which copies K and V for each query head", _on_a_matrix)]
 # Every piece of the package's decoder: what the whole-model pieces must not call (nor the final comparison).
 DECODER = ATTENTION + ROPE + NO_COPY + [
     "attention_book.attention_layer.GroupedQueryAttention.forward",
@@ -151,11 +157,14 @@ def check_to_heads(fn):
 def check_from_heads(fn):
     """fn(y (B, h, L, d_head)) -> (B, L, h d_head).
 
-    Tried on 3 seeded inputs, non-contiguous as attention returns them; compared with transpose and reshape.
+    Tried on 3 seeded inputs, two of them non-contiguous as the package's attention returns them, one contiguous as a
+    plain product of weights and values returns it; compared with transpose and reshape.
     """
     gen = _generator(163)
     for B, L, h, d in [(1, 2, 2, 1), (2, 3, 3, 2), (2, 5, 4, 8)]:
         y = torch.randn(B, L, h, d, generator=gen).transpose(1, 2)  # (B, h, L, d), as attention returns it
+        if h == 3:
+            y = y.contiguous()  # as weights @ v returns it
         _compare("your from_heads", f"y {tuple(y.shape)}", y.transpose(1, 2).reshape(B, L, h * d),
                  _call(fn, (y,), "from_heads"), hint=_see_hint("from_heads"),
                  mistakes=[("reshaping straight to (B, L, n_heads * d_head) without moving the heads after the "
@@ -169,15 +178,18 @@ def check_from_heads(fn):
            task="given a cache dict {'k': (B, g, max_len, d_head), 'v': the same, 'length': n} and this step's k, v "
                 "(B, g, L_new, d_head), store them at positions n .. n + L_new - 1 of the cache's own buffers, set "
                 "'length' to n + L_new, and return (keys, values), each (B, g, n + L_new, d_head): every token "
-                "cached so far, as views of the buffers (no copy). Do not call torch.cat or the package's KVCache.",
+                "cached so far, as views of the buffers (no copy); raise a ValueError if they do not fit (n + L_new > "
+                "max_len). Do not call torch.cat or the package's KVCache.",
            hint="n = cache['length']; cache['k'][:, :, n:n + L_new] = k (an assignment into a slice writes into the "
                 "buffer itself), the same for v; cache['length'] = n + L_new; return cache['k'][:, :, :n + L_new] and "
-                "the same for v: slicing makes views, which share the buffer's memory.")
+                "the same for v: slicing makes views, which share the buffer's memory. Before writing, compare n + "
+                "L_new with cache['k'].shape[2] and raise ValueError(...) if it is larger.")
 def check_cache_append(fn):
     """fn(cache, k, v) -> (keys, values) of every cached token, views of the buffers.
 
-    Tried on 2 seeded caches, each filled by a prefill then two steps (the last one filling it); compared with the
-    package's ``KVCache``, with KVCache.append and torch.cat refused.
+    Tried on 2 seeded caches, each filled by a prefill then two steps (the last one filling it), then given one
+    token more, which must raise ValueError; compared with the package's ``KVCache``, with KVCache.append and
+    torch.cat refused.
     """
     gen = _generator(163)
     for B, g, d, steps in [(1, 1, 2, (2, 1, 1)), (2, 3, 4, (3, 1, 2))]:
@@ -215,6 +227,16 @@ def check_cache_append(fn):
                                       "cache's buffer")
             _compare("the cache's buffer 'k' after cache_append", tried, reference.k, cache["k"],
                      hint=_see_hint("cache_append"))
+        k, v = (torch.randn(B, g, 1, d, generator=gen) for _ in range(2))
+        tried = f"a full cache of (B, g, max_len, d_head) = {(B, g, max_len, d)}, k and v {tuple(k.shape)}"
+        try:
+            _call(fn, (cache, k, v), "cache_append", refuse=["attention_book.kv_cache.KVCache.append",
+                                                             ("torch.cat", "which the exercise says not to call")])
+        except ValueError:
+            pass
+        else:
+            raise CheckFailed(f"cache_append on {tried}: it raised no ValueError; the token does not fit, and a "
+                              "slice past the end of a buffer is shorter than asked, so nothing says it was lost")
     print("✓ your cache_append fills the preallocated buffers in place and returns views of them, as KVCache does, "
           "on 2 caches.")
 
@@ -226,6 +248,17 @@ def _grouped_reference(q, k, v):
     group, L, S = q.shape[1] // k.shape[1], q.shape[2], k.shape[2]
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     return scaled_dot_product_attention(q, k, v, causal_mask(L, S))[0]
+
+
+def _folded_as_consecutive(q, k, v):
+    """The fold with a causal mask over its (h // g) L rows as if they were consecutive queries (a mistake); where
+    they outnumber the keys, no such mask exists and the reference itself is returned."""
+    (B, h, L, d), (g, S) = q.shape, k.shape[1:3]
+    rows = (h // g) * L
+    if rows > S:
+        return _grouped_reference(q, k, v)
+    out, _ = scaled_dot_product_attention(q.reshape(B, g, rows, d), k, v, causal_mask(rows, S))
+    return out.reshape(B, h, L, d)
 
 
 @_exercise("grouped_causal_attention",
@@ -269,6 +302,9 @@ def check_grouped_causal_attention(fn):
                      ("no causal mask: every query sees every key",
                       lambda: scaled_dot_product_attention(q, k.repeat_interleave(h // g, 1),
                                                            v.repeat_interleave(h // g, 1))[0]),
+                     ("the mask reads the (h // g) · L folded rows of a group as that many consecutive queries; "
+                      "each query head's L rows are the same L positions again",
+                      lambda: _folded_as_consecutive(q, k, v)),
                  ])
         copies = (h // g) * (k.nbytes + v.nbytes)
         if S >= 64 and counter.peak >= k.nbytes + v.nbytes:
@@ -398,25 +434,32 @@ def _steps(gen, B, L0, d_model):
     return [torch.randn(B, L, d_model, generator=gen) for L in (L0, 1, 2)]
 
 
-def _unrotated_keys(block, expected_of, xs, n):
-    """The keys the first n tokens of xs would have without RoPE, as the package's block computes its keys: what a
-    cache holds that stores the keys before their rotation."""
-    keys = []
+def _mistaken_keys(block, expected_of, xs, n, late=False):
+    """The keys of the first n tokens of xs as two mistakes cache them: not rotated, or (``late``) each chunk rotated
+    from the cache's length after its append, its own length too far."""
+    keys, start = [], 0
+    B, d_head = xs[0].shape[0], block.attention.d_head
     for x in xs:
         a = block.attention_norm(x) if expected_of is _block_forward else x  # the sublayer's input
-        keys.append(block.attention.k_proj(a))  # (B, L, g d_head)
-    B, d_head = xs[0].shape[0], block.attention.d_head
-    return torch.cat(keys, dim=1)[:, :n].view(B, n, -1, d_head).transpose(1, 2)
+        k = block.attention.k_proj(a).view(B, x.shape[1], -1, d_head).transpose(1, 2)  # (B, g, L, d_head)
+        if late:
+            cos, sin = rope_cos_sin(torch.arange(start + x.shape[1], start + 2 * x.shape[1]), d_head,
+                                    block.attention.rope.base)
+            k = rotate(k, cos, sin)
+        keys.append(k)
+        start += x.shape[1]
+    return torch.cat(keys, dim=2)[:, :, :n]
 
 
 def _block_forward(block, x, cache):
     return DecoderBlock.forward(block, x, cache)
 
 
-def _sublayer(block, x, cached, rope_start=None, top_left=False):
+def _sublayer(block, x, cached, rope_start=None, top_left=False, only_new=False):
     """The attention sublayer of block on x (already its input) after the keys and values ``cached`` (k, v, length),
     written out with the package's pieces, for the mistakes: RoPE from position ``rope_start`` (None: at the true
-    positions) and the causal mask aligned top-left if ``top_left``."""
+    positions), the causal mask aligned top-left if ``top_left``, and x's queries attending to x's keys alone (the
+    cache written, never read) if ``only_new``."""
     attention, (k_cached, v_cached, n) = block.attention, cached
     B, L, _ = x.shape
     h, g, d_head = attention.n_heads, attention.n_kv_heads, attention.d_head
@@ -425,16 +468,22 @@ def _sublayer(block, x, cached, rope_start=None, top_left=False):
     start = n if rope_start is None else rope_start
     cos, sin = rope_cos_sin(torch.arange(start, start + L), d_head, attention.rope.base)
     q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-    k, v = torch.cat((k_cached[:, :, :n], k), dim=2), torch.cat((v_cached[:, :, :n], v), dim=2)
-    S = n + L
+    if not only_new:
+        k, v = torch.cat((k_cached[:, :, :n], k), dim=2), torch.cat((v_cached[:, :, :n], v), dim=2)
+    S = k.shape[2]
     mask = torch.ones(L, S, dtype=torch.bool).tril() if top_left else causal_mask(L, S)
     out, _ = scaled_dot_product_attention(q, k.repeat_interleave(h // g, 1), v.repeat_interleave(h // g, 1), mask)
     return attention.o_proj(out.transpose(1, 2).reshape(B, L, h * d_head))
 
 
 def _sublayer_mistakes(block, x, cached):
+    n, L = cached[2], x.shape[1]
     return [("RoPE rotated x's queries and keys as if x's first token sat at position 0, whatever the cache held "
              "before it", lambda: _sublayer(block, x, cached, rope_start=0)),
+            ("RoPE rotated x's queries and keys from the cache's length after x was appended: x's first token sits at "
+             "the length before", lambda: _sublayer(block, x, cached, rope_start=n + L)),
+            ("x's queries attended to x's own keys only: the keys and values cached before x were never read",
+             lambda: _sublayer(block, x, cached, only_new=True)),
             ("the causal mask is aligned top-left (query i sees keys 0 .. i); x's L queries are the last L of the "
              "cached tokens and x's", lambda: _sublayer(block, x, cached, top_left=True))]
 
@@ -475,11 +524,15 @@ def _check_layer_piece(fn, exercise, what, expected_of, seeds, mistakes_of=None)
             if not isinstance(n, int) or not 0 < n <= max_len:
                 raise CheckFailed(f"{what} on {tried}: afterwards the cache's 'length' is {n!r}")
             with torch.no_grad():
-                unrotated = _unrotated_keys(block, expected_of, xs, n)
+                unrotated = _mistaken_keys(block, expected_of, xs, n)
+                late = _mistaken_keys(block, expected_of, xs, n, late=True)
             for name, buffer, reference_buffer, mistakes in (
                     ("keys", cache["k"], reference.k, [("the cache holds the keys before RoPE rotates them; the "
                                                         "keys are to be cached rotated, at their positions",
-                                                        lambda n=n, unrotated=unrotated: unrotated)]),
+                                                        lambda unrotated=unrotated: unrotated),
+                                                       ("the keys were rotated from the cache's length after x was "
+                                                        "appended: x's first token sits at the length before",
+                                                        lambda late=late: late)]),
                     ("values", cache["v"], reference.v, [])):
                 _compare(f"{what}: the {name} in the cache", f"{tried} (its first {n} positions, afterwards)",
                          reference_buffer[:, :, :n], buffer[:, :, :n], hint=_see_hint(exercise), atol=1e-5,
@@ -562,11 +615,18 @@ def check_decoder_logits(fn):
         with torch.no_grad():
             expected = [model(ids, references, last_only=True)[:, -1] for ids in steps]
         caches = [_empty_cache(B, config.n_kv_heads, max_len, config.d_head) for _ in range(config.n_layers)]
+        so_far = 0
         for ids, wanted in zip(steps, expected, strict=True):
             tried = f"ids {tuple(ids.shape)} with {caches[0]['length']} tokens cached, a random 2-layer decoder"
             measured = vocab >= 1024 and ids.shape[1] > 1  # the big vocabulary's prefill
             with torch.no_grad(), PeakTensorBytes() if measured else contextlib.nullcontext() as counter:
                 got = _call(fn, (ids, weights, caches), "decoder_logits", refuse=DECODER)
+            so_far += ids.shape[1]
+            lengths = [c["length"] for c in caches]
+            if isinstance(got, torch.Tensor) and got.shape == wanted.shape and lengths != [so_far] * len(caches):
+                raise CheckFailed(f"your decoder_logits on {tried}: afterwards the caches' 'length' (one per layer) "
+                                  f"are expected to be {[so_far] * len(caches)}, got {lengths}: every layer keeps its "
+                                  "own cache of the tokens so far")
             _compare("your decoder_logits", tried, wanted, got, hint=_see_hint("decoder_logits"), atol=1e-4)
             every_position = ids.numel() * config.vocab_size * wanted.element_size()  # (B, L, V) logits
             if measured and counter.peak >= every_position:

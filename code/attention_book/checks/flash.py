@@ -9,6 +9,7 @@ from ..experiments.tensor_memory import PeakTensorBytes
 from ..flash import merge_partials
 from ..masks import causal_mask
 from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _require_number, _see_hint, _size
+from ._watch import ProductOperands
 
 
 # what the answer may not call: the package's own tiled passes and online softmax, and any attention that holds the
@@ -19,6 +20,18 @@ _TILED_REFUSE = ["attention_book.flash.tiled_attention", "attention_book.flash.o
                  ("torch.nn.functional.scaled_dot_product_attention", "which the exercise says not to call"),
                  ("attention_book.sdpa.scaled_dot_product_attention", "which the exercise says not to call")]
 _PEAK_NUMBERS = 8  # the bound on new tensors held at once: _PEAK_NUMBERS x L x (block_k + d_v) numbers
+
+
+def _each_block_alone(q, k, v, block_k, is_causal):
+    """A mistake: each block of keys normalised by its own softmax, and the blocks' outputs added up."""
+    L, S = q.shape[0], k.shape[0]
+    out = torch.zeros(L, v.shape[1], dtype=q.dtype)
+    for j0 in range(0, S, block_k):
+        s = (q @ k[j0:j0 + block_k].T) / math.sqrt(q.shape[1])
+        if is_causal:
+            s = s.masked_fill(torch.arange(j0, j0 + s.shape[1]) > torch.arange(L)[:, None] + (S - L), -math.inf)
+        out = out + torch.softmax(s, dim=-1).nan_to_num(0.0) @ v[j0:j0 + block_k]
+    return out
 
 
 def _tiled(q, k, v, block_k, is_causal, rescale_out=True, rescale_sum=True):
@@ -59,8 +72,9 @@ def check_tiled_one_head(fn):
 
     Tried on 6 random inputs (causal or not, L < S or L = S, block_k dividing S or not), the last two with
     L = 768 and 1,024 and S = 1,024, where the new tensors it holds at once are counted (PeakTensorBytes) against
-    8 L (block_k + d_v) numbers; compared with F.scaled_dot_product_attention (with causal_mask(L, S) when causal),
-    with the package's tiled and SDPA functions made to refuse.
+    8 L (block_k + d_v) numbers, and (at L = 768) no matrix product may take all S keys at once (ProductOperands);
+    compared with F.scaled_dot_product_attention (with causal_mask(L, S) when causal), with the package's tiled and
+    SDPA functions made to refuse.
     """
     gen = _generator(33)
     inputs = []
@@ -77,6 +91,9 @@ def check_tiled_one_head(fn):
                      "weighted by the old maximum", lambda: _tiled(q, k, v, block_k, is_causal, rescale_out=False)),
                     ("the running sum was not rescaled when a block raised the maximum",
                      lambda: _tiled(q, k, v, block_k, is_causal, rescale_sum=False)),
+                    ("each block of keys was normalised by a softmax of its own and the blocks' outputs added up: "
+                     "the weights of a query must sum to 1 over all its keys, not over each block",
+                     lambda: _each_block_alone(q, k, v, block_k, is_causal)),
                     ("the scores were not scaled by 1/√d_head",
                      lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)),
                     ("the causal mask is aligned top-left (query i sees keys 0 .. i); here the L queries are the "
@@ -84,7 +101,7 @@ def check_tiled_one_head(fn):
                      lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))]
         if not is_causal:
             mistakes.pop()
-        with torch.no_grad(), PeakTensorBytes() as counter:
+        with torch.no_grad(), PeakTensorBytes() as counter, ProductOperands() as products:
             got = _call(fn, (q, k, v, block_k, is_causal), "tiled_one_head", refuse=_TILED_REFUSE)
         tried = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, block_k={block_k}, is_causal={is_causal}"
         _compare("your tiled_one_head", tried, expected, got, hint=_see_hint("tiled_one_head"), atol=1e-4,
@@ -95,6 +112,11 @@ def check_tiled_one_head(fn):
                               f"once, more than the {bound:,} bytes the exercise allows (8 × L × (block_k + d_v) "
                               f"fp32 numbers, the output included); one (L, S) matrix of fp32 scores is "
                               f"{L * S * 4:,} bytes, and an (L, S) boolean mask {L * S:,}")
+        whole = [shape for shape in products.shapes if S in shape]
+        if L >= 512 and S not in (L, d_head, d_v) and whole:
+            raise CheckFailed(f"your tiled_one_head on {tried}: one of its matrix products took an operand of shape "
+                              f"{whole[0]}, all S = {S} keys at once; the exercise reads k and v block_k = "
+                              f"{block_k} rows at a time")
     print("✓ your tiled_one_head equals SDPA on 6 inputs, causal or not, and at L = 768 and 1,024 with S = 1,024 "
           "it never held more than 8 × L × (block_k + d_v) numbers at once.")
 
@@ -112,14 +134,16 @@ def check_tiled_one_head(fn):
 def check_merge_two(fn):
     """fn(out_a, lse_a, out_b, lse_b) -> (out, lse) over both sets of keys.
 
-    Tried on 4 inputs (one query with equal and with unequal log-sum-exps; two queries, one with set a fully masked
+    Tried on 4 inputs (one query with equal log-sum-exps, and with unequal ones near 100, whose exp overflows fp32;
+    two queries, one with set a fully masked
     and one with both sets fully masked; then a batch of heads); compared with attention_book.flash.merge_partials,
     which the answer may not call.
     """
     gen = _generator(32)
     inf = math.inf
     inputs = [(torch.tensor([[1.0, 2.0]]), torch.tensor([[0.5]]), torch.tensor([[3.0, -1.0]]), torch.tensor([[0.5]])),
-              (torch.tensor([[1.0, 2.0]]), torch.tensor([[2.0]]), torch.tensor([[3.0, -1.0]]), torch.tensor([[0.0]])),
+              (torch.tensor([[1.0, 2.0]]), torch.tensor([[100.0]]), torch.tensor([[3.0, -1.0]]),
+               torch.tensor([[98.0]])),  # exp(100) overflows fp32
               (torch.zeros(2, 2), torch.tensor([[-inf], [-inf]]),  # fully masked sets: out zeros, lse -inf
                torch.tensor([[3.0, -1.0], [0.0, 0.0]]), torch.tensor([[0.5], [-inf]])),
               (torch.randn(2, 4, 1, 8, generator=gen), 4 * torch.randn(2, 4, 1, 1, generator=gen),
@@ -137,8 +161,11 @@ def check_merge_two(fn):
                      "holds more of the softmax's mass", lambda: (out_a + out_b) / 2),
                     ("the weights exp(lse_a) and exp(lse_b) were not divided by their sum",
                      lambda: torch.exp(lse_a) * out_a + torch.exp(lse_b) * out_b),
-                    ("where both sets are fully masked, lse = -inf and exp(lse_a - lse) = exp(-inf + inf) is NaN: "
-                     "use 0 in place of lse there, as merge_partials does",
+                    ("exp(lse_a) and exp(lse_b) were computed on their own: above about 88.7 an exp overflows fp32 to "
+                     "inf, and inf / inf is NaN",
+                     lambda: (torch.exp(lse_a) * out_a + torch.exp(lse_b) * out_b)
+                     / (torch.exp(lse_a) + torch.exp(lse_b))),
+                    ("where both sets are fully masked, lse = -inf and exp(lse_a - lse) = exp(-inf + inf) is NaN",
                      lambda: (torch.exp(lse_a - torch.logaddexp(lse_a, lse_b)) * out_a
                               + torch.exp(lse_b - torch.logaddexp(lse_a, lse_b)) * out_b))]
         _compare("your out", tried, out, got[0], hint=_see_hint("merge_two"), mistakes=mistakes)
@@ -174,15 +201,17 @@ def check_largest_block_k(fn):
         _require_number(fn, f"{budget}, {block_q}, {d_head}, {b}", got)
         if isinstance(got, int) and not isinstance(got, bool) and got == expected:
             continue
-        likely = ""
-        if expected == 0 and got == 1:
-            likely = "\nLikely mistake: not even one key per block fits in this budget, yet block_k = 1 came back"
-        elif got == budget // (block_q * b):
-            likely = "\nLikely mistake: only the tile of scores was counted; the key and value blocks take room too"
-        elif got == budget // ((block_q + d_head) * b):
-            likely = "\nLikely mistake: the keys were counted but not the values (or the other way round)"
-        elif isinstance(got, float):
-            likely = "\nLikely mistake: a block size is a whole number of keys: round down to an int"
+        found = [why for wrong, why in [
+            (budget // (block_q * b), "only the tile of scores was counted; the key and value blocks take room too"),
+            (budget // ((block_q + d_head) * b), "the keys were counted but not the values (or the other way round)"),
+            (budget // (block_q + 2 * d_head), "the bytes per number were left out: the budget is in bytes"),
+            ((budget // b - 2 * d_head) // block_q, "the key and value blocks were counted as one row each, not "
+                                                     "block_k rows each"),
+            (1 if expected == 0 else None, "not even one key per block fits in this budget, yet block_k = 1 came "
+                                           "back")] if got == wrong != expected]
+        if isinstance(got, float):
+            found = ["a block size is a whole number of keys: round down to an int"]
+        likely = "\nLikely mistake: " + "\nor: ".join(found) if found else ""
         raise CheckFailed(f"budget_bytes={budget:,}, block_q={block_q}, d_head={d_head}, bytes_per_number={b}: "
                           f"expected block_k = {expected:,}, got {got!r}{likely}")
     print("✓ largest_block_k is right for 6 budgets, from 64 bytes to 228 KiB.")

@@ -111,7 +111,8 @@ def check_cached_decode(fn):
     """fn(layer, x (B, L, d_model), chunk) -> (out (B, L, d_model), k_buffer, v_buffer (B, h, L, d_head)), feeding x
     to an MHA layer chunk tokens at a time through buffers allocated once.
 
-    Tried on 4 random MHA layers and inputs, one token and several per call; out compared with the layer's full
+    Tried on 4 random MHA layers and inputs, one token and several per call, one in fp64 (the buffers take x's
+    dtype); out compared with the layer's full
     causal forward and the buffers with its keys and values. The layer's forward, queries, keys_values and
     new_cache, and the package's KVCache, refuse to run; the projections must be called one chunk at a time, in
     order; on the longest input, 64 tokens one per call, the bytes of all the new tensors the answer makes are
@@ -125,6 +126,8 @@ def check_cached_decode(fn):
         with _seeded(seed):
             layer = GroupedQueryAttention(d_model, h)
             x = torch.randn(B, L, d_model)
+        if seed == 1:  # one layer and input in fp64: the buffers must take x's dtype
+            layer, x = layer.double(), x.double()
         with torch.no_grad():  # everything expected, before the answer runs
             expected, _ = layer(x, is_causal=True)
             k_expected, v_expected = layer.keys_values(x)  # (B, h, L, d_head)
@@ -202,11 +205,11 @@ def _check_calls(fn, tried, calls, L, chunk):
 def check_max_context(fn):
     """fn(memory_bytes, n_layers, n_kv_heads, d_head, bytes_per_element, batch) -> longest context that fits.
 
-    Tried on 4 memory budgets and models; compared with the memory divided by the batch's cache bytes per token
-    (attention_book.kv_cache.kv_cache_bytes_per_token).
+    Tried on 5 memory budgets and models, one whose division leaves more than half a token; compared with the memory
+    divided by the batch's cache bytes per token (attention_book.kv_cache.kv_cache_bytes_per_token).
     """
-    cases = [(2**30, "Gemma 2B", 4, 3), (16 * 2**30, "Llama 2 7B", 2, 1), (16 * 2**30, "Llama 3 8B", 2, 1),
-             (80 * 2**30, "Llama 2 70B", 2, 8)]  # the smallest memory first
+    cases = [(2**30, "Gemma 2B", 4, 3), (10**10, "Llama 3 8B", 2, 1), (16 * 2**30, "Llama 2 7B", 2, 1),
+             (16 * 2**30, "Llama 3 8B", 2, 1), (80 * 2**30, "Llama 2 70B", 2, 8)]  # the smallest memory first
     sizes = {name: (n_layers, g, d_head) for name, n_layers, g, d_head in MODELS}
     for memory, name, bytes_per_element, batch in cases:
         n_layers, g, d_head = sizes[name]
@@ -218,7 +221,7 @@ def check_max_context(fn):
                                            "sequences",
                       memory / (per_token * batch): "a context is a whole number of tokens, and a token that does "
                                                     "not fit whole does not fit",
-                      expected + 1: "rounded up: a token that does not fit whole does not fit"}
+                      expected + 1: "rounded up (or to the nearest): a token that does not fit whole does not fit"}
             note = (f"\nLikely mistake: {likely[got]}" if _is_number(got) and got in likely and got != expected else
                     "\nLikely mistake: the result must be an int" if got == expected else
                     f"\n{_see_hint('max_context')}")

@@ -1,6 +1,7 @@
 """Checks for chapter 14's exercises: how many tokens a latent cache fits in a budget, the absorbed decode step (W_UK
 folded into the query, W_UV and W_O applied after attending), and the decoupled RoPE key shared by all heads."""
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from ..experiments.model_configs import LATENT_MODELS
 from ..experiments.tensor_memory import PeakTensorBytes
@@ -74,7 +75,9 @@ def check_absorbed_decode_step(fn):
     -> (B, d_model), without rebuilding any key or value.
 
     Tried on 4 random inputs (1 to 8 heads, 1 to 256 cached tokens), the new tensors held at once counted
-    (PeakTensorBytes) on the largest against one key per head per cached token; compared with the package's naive
+    (PeakTensorBytes) on the largest against one key per head per cached token, and the FLOPs of its matrix products
+    (torch's FlopCounterMode) against twice the absorbed step's (a rebuild of the keys, even head by head, is 13
+    times that there); compared with the package's naive
     step, naive_attention followed by W_O, with the package's MLA paths and SDPA made to refuse.
     """
     gen = _generator(14)
@@ -104,7 +107,7 @@ def check_absorbed_decode_step(fn):
                     ("the scores were not scaled", lambda: step(scale=1.0)),
                     ("w_uk's rows were split as d_nope blocks of h heads; head i owns rows i * d_nope onwards",
                      lambda: step(w_uk=interleaved))]
-        with torch.no_grad(), PeakTensorBytes() as counter:
+        with torch.no_grad(), PeakTensorBytes() as counter, FlopCounterMode(display=False) as flops:
             got = _call(fn, (q_nope, q_rope, latent, w_uk, w_uv, w_o, scale), "absorbed_decode_step",
                         refuse=_ABSORBED_REFUSE)
         tried = f"q_nope {tuple(q_nope.shape)}, latent {tuple(latent.shape)}, w_uv {tuple(w_uv.shape)}"
@@ -115,10 +118,22 @@ def check_absorbed_decode_step(fn):
             raise CheckFailed(f"your absorbed_decode_step on {tried}: it held {counter.peak:,} bytes of new tensors at "
                               f"once, as much as one key per head per cached token ({keys:,} bytes: "
                               f"B × h × S × d_nope fp32 numbers); the cached rows themselves are {latent.nbytes:,}. "
-                              f"(torch.matmul copies an operand it broadcasts: a head dimension of size 1 on the "
-                              f"cache's side against the h heads makes h copies of the cache.)")
+                              f"(Rebuilding the keys does that; so does torch.matmul broadcasting an operand: a head "
+                              f"dimension of size 1 on the cache's side against the h heads makes h copies of the "
+                              f"cache.)")
+        if S >= 64:  # the products of the absorbed step, in FLOPs (2 per multiply-add), and of a rebuild of the keys
+            d_rope, d_v, d_model = q_rope.shape[-1], w_uv.shape[0] // h, w_o.shape[0]
+            needed = 2 * B * h * (d_nope * d_c + S * (d_c + d_rope) + S * d_c + d_c * d_v + d_v * d_model)
+            rebuild = 2 * B * h * S * d_c * d_nope
+            done = flops.get_total_flops()
+            if done > 2 * needed:
+                raise CheckFailed(f"your absorbed_decode_step on {tried}: its matrix products did {done:,} "
+                                  f"floating-point operations, {done / needed:.1f} times the {needed:,} of the "
+                                  f"absorbed step; rebuilding one key per head per cached token (B × h × S × d_nope "
+                                  f"numbers, each a product over d_c) takes {rebuild:,} on its own, even one head "
+                                  f"at a time")
     print("✓ your absorbed_decode_step equals the naive step followed by W_O on 4 inputs, and at 256 cached tokens "
-          "it never held as much as one key per head per token.")
+          "it never held as much as one key per head per token nor did the products of rebuilding them.")
 
 
 @_exercise("decoupled_rope_key",

@@ -4,11 +4,11 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..experiments.tensor_memory import PeakTensorBytes
 from ..llama.dequantize import dequantize
 from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _generator, _see_hint
+from ._watch import NON_FINITE, NonFiniteToInteger
 
 
 @_exercise("roofline_tokens_per_s",
@@ -86,26 +86,6 @@ def _gguf_quants(*names):
     except ImportError:
         return []
     return [f"gguf.quants.{name}" for name in names]
-
-
-class _NonFiniteToInteger(TorchDispatchMode):
-    """While active, notes whether an operation turned a float tensor holding NaN or inf into integers (``.to``,
-    ``.byte()``, ``.long()``, a copy into an integer tensor): what those become is not defined."""
-
-    def __init__(self):
-        super().__init__()
-        self.seen = False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func in (torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default) and not self.seen:
-            source = args[1] if func is torch.ops.aten.copy_.default else args[0]
-            target = out if isinstance(out, torch.Tensor) else None
-            if (isinstance(source, torch.Tensor) and source.is_floating_point() and target is not None
-                    and not target.is_floating_point() and not target.is_complex()
-                    and target.dtype != torch.bool and not torch.isfinite(source).all()):
-                self.seen = True
-        return out
 
 
 def _q4_1_bytes(rows, gen):
@@ -247,14 +227,12 @@ def check_quantize_q4_1(fn):
         step = (high - low) / 15
         allowed = (step / 2 + (15 * step + low.abs()) * 2.0 ** -10 + 1e-6).expand_as(blocks).reshape(n_rows, k)
         tried = f"w of shape ({n_rows}, {k})"
-        with _NonFiniteToInteger() as watch:
+        with NonFiniteToInteger() as watch:
             got = _call(fn, (w.clone(),), "quantize_q4_1",
                         refuse=_gguf_quants("quantize", "Q4_1.quantize_blocks"))
         if watch.seen:
             equal = " (row 1, numbers 32 to 63: a block of 32 equal numbers, whose step is 0)" if n_rows == 2 else ""
-            raise CheckFailed(f"your quantize_q4_1 on {tried}{equal}: it turned NaN or inf into integers; what NaN "
-                              "or inf becomes as an integer is not defined (0 on some machines, other values on "
-                              "others), so the bytes it gives depend on the machine")
+            raise CheckFailed(f"your quantize_q4_1 on {tried}{equal}: {NON_FINITE}")
         shape = (n_rows, k // 32 * 20)
         if not isinstance(got, torch.Tensor) or got.dtype != torch.uint8 or tuple(got.shape) != shape:
             raise CheckFailed(f"your quantize_q4_1 on {tried}: expected a uint8 tensor of shape {shape}, got "

@@ -24,7 +24,7 @@ def check_next_positions(fn):
     for cache_length, n_new in [(0, 1), (1, 1), (0, 6), (6, 1), (100, 3)]:  # the smallest first
         expected = torch.arange(cache_length, cache_length + n_new)
         got = _call(fn, (cache_length, n_new), "next_positions")
-        if isinstance(got, torch.Tensor) and got.shape == expected.shape and not got.is_floating_point() \
+        if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == torch.int64 \
                 and torch.equal(got, expected):
             continue
         likely = ""
@@ -36,6 +36,8 @@ def check_next_positions(fn):
                 likely = "\nLikely mistake: one too far: the first token is at position 0, so the next is at the length"
             elif got.is_floating_point() and torch.equal(got.long(), expected):
                 likely = "\nLikely mistake: the positions are floats; they must be an integer tensor (int64)"
+            elif torch.equal(got.long(), expected):
+                likely = f"\nLikely mistake: the positions are {got.dtype}, not int64 (torch.arange's integer dtype)"
         raise CheckFailed(f"cache_length={cache_length}, n_new={n_new}: expected positions {expected.tolist()} "
                           f"(int64), got {got!r}{likely}")
     print("✓ next_positions gives the right positions for prefills and decode steps, on 5 steps.")
@@ -63,9 +65,9 @@ def check_rope_left_padded(fn):
     """fn(x (B, heads, S, d_head), mask (B, S), offset (B,), base) -> x rotated at each real token's position.
 
     Tried on 4 seeded batches, smallest first: a one-sequence prefill with two pads, a decode step after caches of
-    different lengths, a prefill whose rows have different padding, and a padded chunk after a cache (base
-    100,000); compared with attention_book.rope.apply_rope given the positions (B, S), at the real tokens only.
-    Refuses answers that call Rope, apply_rope, rotate or rope_cos_sin.
+    different lengths (in bfloat16: the result keeps x's dtype), a prefill whose rows have different padding, and a
+    padded chunk after a cache (base 100,000); compared with attention_book.rope.apply_rope given the positions
+    (B, S), at the real tokens only. Refuses answers that call Rope, apply_rope, rotate or rope_cos_sin.
     """
     gen = _generator(23)
     cases = [((1, 1, 4, 2), [[0, 0, 1, 1]], [0], 10_000.0),
@@ -74,17 +76,19 @@ def check_rope_left_padded(fn):
              ((2, 3, 5, 16), [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]], [3, 0], 100_000.0)]
     for shape, mask, offset, base in cases:  # the smallest first
         x = torch.randn(shape, generator=gen)
+        if shape[0] == 3:  # the decode step in bfloat16
+            x = x.bfloat16()
         mask, offset = torch.tensor(mask, dtype=torch.bool), torch.tensor(offset)
         real = mask[:, None, :, None]  # (B, 1, S, 1): where the result is compared
         positions = _padded_positions(mask, offset)
 
         def rotated(at, layout="halves"):
-            return torch.where(real, apply_rope(x, at, base, layout), 0.0)
+            return torch.where(real, apply_rope(x, at, base, layout), 0.0).to(x.dtype)
 
         expected = rotated(positions)
         got = _call(fn, (x.clone(), mask.clone(), offset.clone(), base), "rope_left_padded", refuse=ROPE_ITSELF)
         if isinstance(got, torch.Tensor) and got.shape == x.shape:
-            got = torch.where(real, got, 0.0)  # a padding token's output may be anything
+            got = torch.where(real, got, torch.zeros((), dtype=got.dtype))  # a padding token's output may be anything
         counted = offset[:, None] + torch.arange(shape[2])  # (B, S): every token counted, padding too
         mistakes = [
             ("the padding was counted: a real token's position is the number of real tokens before it (plus the "
@@ -97,9 +101,9 @@ def check_rope_left_padded(fn):
              "i + d_head / 2", lambda: rotated(positions, "pairs")),
             ("each pair turns clockwise: the sine's sign is flipped", lambda: rotated(-positions)),
         ]
-        tried = f"x {shape}, mask {mask.int().tolist()}, offset {offset.tolist()}, base {base:,.0f}"
+        tried = f"x {shape} {x.dtype}, mask {mask.int().tolist()}, offset {offset.tolist()}, base {base:,.0f}"
         _compare("your rope_left_padded", tried, expected, got, hint=_see_hint("rope_left_padded"),
-                 mistakes=mistakes)
+                 mistakes=mistakes, atol=1e-2 if x.dtype == torch.bfloat16 else 1e-5)
     print("✓ your rope_left_padded rotates every real token at its position, on 4 batches.")
 
 
@@ -134,6 +138,8 @@ def check_qkv_to_pairs(fn):
              lambda: torch.cat((halves_to_pairs_rows(q, h), halves_to_pairs_rows(k, g), halves_to_pairs_rows(v, g)))),
             ("that is the other direction, from the pairs layout to the halves layout",
              lambda: torch.cat((pairs_to_halves_rows(q, h), pairs_to_halves_rows(k, g), v))),
+            ("the key rows were left as they are: RoPE turns the keys too, so W_k's heads are reordered as W_q's are",
+             lambda: torch.cat((halves_to_pairs_rows(q, h), k, v))),
             ("the query rows (or the key rows) were reordered as one big head: each head's d_head rows are "
              "reordered on their own",
              lambda: torch.cat((halves_to_pairs_rows(q, 1), halves_to_pairs_rows(k, 1), v))),

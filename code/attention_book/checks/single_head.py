@@ -8,7 +8,9 @@ from ..sdpa import scaled_dot_product_attention
 from ._compare import CheckFailed, _call, _compare, _describe, _exercise, _generator, _see_hint, _size
 
 
-SOFTMAXES = ["torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax"]
+SOFTMAXES = ["torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
+             "torch.log_softmax", "torch.Tensor.log_softmax", "torch.nn.functional.log_softmax",
+             "torch.special.log_softmax", "torch.logsumexp", "torch.Tensor.logsumexp", "torch.special.logsumexp"]
 
 
 @_exercise("stable_softmax",
@@ -22,7 +24,7 @@ def check_stable_softmax(fn):
     """fn(x) -> softmax over the last dimension, stable for large inputs. x: (..., S).
 
     Tried on 5 random inputs of 2 or 3 dimensions, with values up to ±1000 and rows near -1000; compared with
-    torch.softmax. Calling a softmax of torch's fails.
+    torch.softmax. Calling a softmax, log-softmax or logsumexp of torch's fails.
     """
     gen = _generator(0)
     cases = [((3, 5), 1.0, 0.0), ((2, 4, 6), 10.0, 0.0), ((1, 7), 100.0, 0.0), ((4, 3), 1000.0, 0.0),
@@ -65,6 +67,8 @@ def check_causal_mask(fn):
     """
     sizes = [(1, 1), (4, 4), (1, 6), (3, 5), (2, 7)]
     for L, S in sorted(sizes, key=lambda size: size[0] * size[1]):  # the smallest first
+        own = ("no query may attend to its own position: the key at a query's position is one it may see",
+               lambda: causal_mask(L, S) & ~(torch.arange(S)[None, :] == torch.arange(L)[:, None] + S - L))
         inverted = ("the mask is inverted: True must mean that the query may attend to the key, False that it "
                     "may not (nn.MultiheadAttention's attn_mask uses the opposite convention)",
                     lambda: ~causal_mask(L, S))
@@ -74,7 +78,7 @@ def check_causal_mask(fn):
         expected = causal_mask(L, S)  # before the answer runs: causal_mask refuses then
         _compare("your causal mask", f"L={L}, S={S}", expected, _call(fn, (L, S), "my_causal_mask", refuse=[
                      (name, "which the exercise says not to call") for name in TRIANGLES]),
-                 mistakes=[inverted, top_left])
+                 mistakes=[own, inverted, top_left])
     print(f"✓ your causal mask matches attention_book.causal_mask for (L, S) in {sizes}.")
 
 
@@ -83,18 +87,20 @@ REFUSED_ATTENTION = ["attention_book.sdpa.scaled_dot_product_attention",
 
 
 def _masked_attention(q, k, v, mask, *, scaled=True, empty="zero", dim=-1, invert=False,
-                      finite_only=False, before_scale=False):
+                      finite_only=False, before_scale=False, as_numbers=False):
     """Attention with a boolean (True = may attend) or additive float mask, computed in float64 and returned in q's
     dtype as (out, weights). The keyword arguments make the mistakes the check names: a mask read the wrong way round
     (``invert``), a float mask whose finite values are dropped (``finite_only``) or added before the scaling
-    (``before_scale``), unscaled scores, a softmax over the queries (``dim=-2``), and what a query with no visible key
-    gets (``empty``: "zero" as the package and PyTorch's SDPA give, "nan" as a plain softmax of -inf gives,
-    "uniform" as masking with -1e9 gives)."""
+    (``before_scale``), a boolean mask added to the scores as 1 and 0 (``as_numbers``), unscaled scores, a softmax
+    over the queries (``dim=-2``), and what a query with no visible key gets (``empty``: "zero" as the package and
+    PyTorch's SDPA give, "nan" as a plain softmax of -inf gives, "uniform" as masking with -1e9 gives)."""
     q64, k64, v64 = q.double(), k.double(), v.double()
     scores = q64 @ k64.transpose(-2, -1)
     scale = 1 / math.sqrt(q.shape[-1]) if scaled else 1.0
     bias = torch.zeros(())
-    if mask is not None and mask.dtype == torch.bool:
+    if mask is not None and mask.dtype == torch.bool and as_numbers:
+        bias = mask.double()
+    elif mask is not None and mask.dtype == torch.bool:
         bias = torch.zeros(mask.shape, dtype=torch.float64).masked_fill(mask if invert else ~mask, float("-inf"))
     elif mask is not None:
         bias = mask.double()
@@ -186,7 +192,10 @@ def check_attention_with_masks(fn):
         if mask is not None and mask.dtype == torch.bool:
             inverted = ("the boolean mask is used the wrong way round: True means the query may attend to the key, "
                         "so the keys to leave out are those where the mask is False")
-            mistakes[:0] = [(inverted, mistake(invert=True)), (inverted, mistake(invert=True, empty="nan"))]
+            mistakes[:0] = [(inverted, mistake(invert=True)), (inverted, mistake(invert=True, empty="nan")),
+                            ("the boolean mask was added to the scores as numbers (True as 1, False as 0): it hid no "
+                             "key; the keys a boolean mask hides are those where it is False",
+                             mistake(as_numbers=True))]
         elif mask is not None:
             mistakes[:0] = [
                 ("the float mask's finite values were dropped: only its -inf entries hid keys, but every value of "
