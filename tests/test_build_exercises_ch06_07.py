@@ -111,10 +111,10 @@ def test_the_package_cache_and_the_layer_refuse_to_run():
 
 def test_a_cache_copied_as_it_grows_fails_on_its_bytes():
     message = fails(checks.check_cached_decode, lambda layer, x, chunk: decode(layer, x, chunk, grow=True),
-                    "bytes of new tensors over the 64 calls", "copied as they accumulate")
+                    "bytes of new tensors over the 64 calls", "something that grows with the calls is copied")
     assert "n_heads=2, x (1, 64, 64), chunk=1" in message  # right on every input, too many bytes on the long one
     fails(checks.check_cached_decode, lambda layer, x, chunk: decode(layer, x, chunk, copy_filled=True),
-          "copied as they accumulate")
+          "something that grows with the calls is copied")
 
 
 def test_the_masks_mistakes_are_named():

@@ -334,3 +334,31 @@ def test_the_q4_1_check_counts_the_bytes_of_a_factored_answer_too():
     assert passes(checks.check_q4_1_matvec, matvec_rows_at_a_time(16)).startswith("✓ ")
     message = fails(checks.check_q4_1_matvec, matvec_rows_at_a_time(256))  # the factored form on all of W at once
     assert "not under the 262,144 bytes (N × K, a quarter of W in fp32)" in message, message
+
+
+def test_a_padded_rope_whose_angles_are_in_bfloat16_is_told_so():
+    def angles_in_x_dtype(x, mask, offset, base=10_000.0):
+        d_half = x.shape[-1] // 2
+        positions = offset[:, None] + mask.long().cumsum(-1) - 1
+        angles = positions.to(x.dtype)[:, None, :, None] * (base ** (-torch.arange(d_half) / d_half)).to(x.dtype)
+        a, b = x[..., :d_half], x[..., d_half:]
+        return torch.cat((a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()), dim=-1)
+
+    message = fails(checks.check_rope_left_padded, angles_in_x_dtype)
+    assert "the angles were computed in bfloat16" in message.split("Likely mistake: ")[1], message
+
+
+def test_next_positions_as_a_list_is_told_it_is_not_a_tensor():
+    fails(checks.check_next_positions, lambda n, new: list(range(n, n + new)), "Likely mistake: a list, not a tensor")
+
+
+def test_qkv_to_pairs_that_cuts_w_k_into_n_heads_heads_is_told_so():
+    def by_query_heads(weight, n_heads, n_kv_heads):
+        d_head = weight.shape[0] // (n_heads + 2 * n_kv_heads)
+        q, k, v = weight.split([n_heads * d_head, n_kv_heads * d_head, n_kv_heads * d_head])
+
+        def pairs(w, heads):  # each head's first half interleaved with its second
+            return w.view(heads, 2, w.shape[0] // heads // 2, -1).transpose(1, 2).reshape(w.shape)
+        return torch.cat((pairs(q, n_heads), pairs(k, n_heads), v))
+
+    assert "cut into n_heads heads" in fails(checks.check_qkv_to_pairs, by_query_heads)

@@ -336,3 +336,22 @@ def test_merge_two_that_exponentiates_each_lse_overflows_and_is_told_so():
 
     message = fails(checks.check_merge_two, by_exp, "lse_a [100.0]")
     assert "overflows fp32" in message.split("Likely mistake: ")[1], message
+
+
+def test_quantize_keys_with_the_unsigned_zero_point_is_told_so():
+    def unsigned_zero(k):
+        low, high = k.amin(0, keepdim=True), k.amax(0, keepdim=True)
+        scale = (high - low) / 255
+        step = torch.where(scale > 0, scale, torch.ones_like(scale))
+        return (torch.round((k - low) / step) - 128).to(torch.int8), scale, low
+
+    assert "as for unsigned levels 0 .. 255" in fails(checks.check_quantize_keys, unsigned_zero)
+
+
+def test_local_global_bytes_that_starts_with_a_global_layer_is_told_so():
+    def global_first(context, n_layers, local_per_global, window, n_kv_heads, d_head, bytes_per_element):
+        per_token = 2 * n_kv_heads * d_head * bytes_per_element
+        return sum(per_token * (context if i % (local_per_global + 1) == 0 else min(context, window))
+                   for i in range(n_layers))
+
+    assert "the pattern started with a global layer" in fails(checks.check_local_global_bytes, global_first)

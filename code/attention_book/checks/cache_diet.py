@@ -174,7 +174,9 @@ def check_quantize_keys(fn):
             raise CheckFailed(f"{where}{' (channel 1 is constant: its scale is 0)' if k is constant else ''}: "
                               f"{NON_FINITE}")
         _compare("your scale", tried, expected.scale, scale, hint=_see_hint("quantize_keys"))
-        _compare("your zero", tried, expected.zero, zero, hint=_see_hint("quantize_keys"), atol=1e-4)
+        _compare("your zero", tried, expected.zero, zero, hint=_see_hint("quantize_keys"), atol=1e-4, mistakes=[
+            ("zero is each channel's minimum, as for unsigned levels 0 .. 255; with data from -128 to 127, data * "
+             "scale + zero is then 128 steps too low", lambda: k.amin(0, keepdim=True))])
         error = (data.to(k.dtype) * scale + zero - k).abs()
         if not bool(torch.isfinite(error).all() and (error <= scale / 2 + 1e-5).all()):
             raise CheckFailed(f"{where}: data * scale + zero is off k by up to {error.max().item():.3g}, more than "
@@ -215,7 +217,9 @@ def check_local_global_bytes(fn):
                   expected // 2: "K and V: each cached token costs 2 x n_kv_heads x d_head x bytes_per_element",
                   per_token * ((n_layers - n_global) * context + n_global * min(context, window)):
                   "local and global were swapped: the pattern starts with local layers, and every "
-                  "(local_per_global + 1)-th is global"}
+                  "(local_per_global + 1)-th is global",
+                  per_token * sum(context if i % (lpg + 1) == 0 else min(context, window) for i in range(n_layers)):
+                  "the pattern started with a global layer: it starts with local_per_global local layers"}
         note = f"\nLikely mistake: {likely[got]}" if got in likely and got != expected else ""
         if got == expected:
             note = "\nLikely mistake: the result must be an int"

@@ -161,9 +161,9 @@ def check_cached_decode(fn):
         if long and counter.total > COPIES_ALLOWED * needed:
             raise CheckFailed(f"{fn.__name__} on {tried}: it made {counter.total:,} bytes of new tensors over the "
                               f"{L} calls, against {needed:,} for the two buffers and the outputs (up to "
-                              f"{COPIES_ALLOWED} times that passes): the keys and "
-                              f"values are copied as they accumulate (a cache grown with torch.cat, or its filled "
-                              f"part copied, at every call)")
+                              f"{COPIES_ALLOWED} times that passes): something that grows with the calls is "
+                              f"copied at every call (the keys and values grown with torch.cat, the filled part of "
+                              f"the buffers copied, or the outputs concatenated step by step)")
     print("✓ your cached decoding equals the full causal forward, one token per call and in chunks, and fills its "
           "buffers once.")
 
@@ -225,7 +225,7 @@ def check_max_context(fn):
             note = (f"\nLikely mistake: {likely[got]}" if _is_number(got) and got in likely and got != expected else
                     "\nLikely mistake: the result must be an int" if got == expected else
                     f"\n{_see_hint('max_context')}")
-            raise CheckFailed(f"max_context(memory_bytes={memory} ({memory / 2**30:.0f} GiB), n_layers={n_layers}, "
+            raise CheckFailed(f"max_context(memory_bytes={memory} ({memory / 2**30:.3g} GiB), n_layers={n_layers}, "
                               f"n_kv_heads={g}, d_head={d_head}, bytes_per_element={bytes_per_element}, batch={batch}) "
                               f"for {name}: expected {expected:,} tokens, got {got!r}{note}")
     # the last case is the question of the exercise: Llama 2 70B in fp16, 8 conversations, 80 GiB

@@ -67,7 +67,7 @@ def check_causal_mask(fn):
     """
     sizes = [(1, 1), (4, 4), (1, 6), (3, 5), (2, 7)]
     for L, S in sorted(sizes, key=lambda size: size[0] * size[1]):  # the smallest first
-        own = ("no query may attend to its own position: the key at a query's position is one it may see",
+        own = ("the mask hides each query's own position from it; the key at a query's position is one it may see",
                lambda: causal_mask(L, S) & ~(torch.arange(S)[None, :] == torch.arange(L)[:, None] + S - L))
         inverted = ("the mask is inverted: True must mean that the query may attend to the key, False that it "
                     "may not (nn.MultiheadAttention's attn_mask uses the opposite convention)",
