@@ -355,3 +355,67 @@ def test_local_global_bytes_that_starts_with_a_global_layer_is_told_so():
                    for i in range(n_layers))
 
     assert "the pattern started with a global layer" in fails(checks.check_local_global_bytes, global_first)
+
+
+def test_a_loop_over_queries_with_a_softmax_over_all_keys_fails_on_its_exponentials():
+    """No matrix product and one (S,) row at a time: under the memory bound, but not tiled over the keys."""
+    def row_by_row(q, k, v, block_k, is_causal=False):
+        L, S = q.shape[0], k.shape[0]
+        out = torch.empty(L, v.shape[1])
+        for i in range(L):
+            scores = (q[i][None] * k).sum(-1) / q.shape[1] ** 0.5  # (S,)
+            if is_causal:
+                scores = scores.masked_fill(torch.arange(S) > i + S - L, -math.inf)
+            out[i] = (torch.softmax(scores, dim=-1)[:, None] * v).sum(0)
+        return out
+
+    fails(checks.check_tiled_one_head, row_by_row, "an exponential (exp, softmax) of a tensor of shape (1024,)")
+
+
+def test_merge_two_without_a_guard_for_minus_infinity_is_told_only_that():
+    def unguarded(out_a, lse_a, out_b, lse_b):
+        lse = torch.logaddexp(lse_a, lse_b)
+        return torch.exp(lse_a - lse) * out_a + torch.exp(lse_b - lse) * out_b, lse
+
+    likely = fails(checks.check_merge_two, unguarded).split("Likely mistake: ")[1]
+    assert "exp(-inf + inf) is NaN" in likely and "overflows" not in likely, likely
+
+
+def test_largest_block_k_rounded_up_names_the_zero_case_first():
+    message = fails(checks.check_largest_block_k,
+                    lambda budget, block_q, d_head, b: -(-budget // ((block_q + 2 * d_head) * b)))
+    likely = message.split("Likely mistake: ")[1]
+    assert likely.startswith("not even one key per block fits") and "rounded up" in likely, message
+
+
+def absorbed(q_nope, q_rope, latent, w_uk, w_uv, w_o, scale, nope_scale=None, uv_view="(h, d_v, d_c)", clone=False):
+    """The absorbed step, right by default, or with the scale on one term, w_uv's blocks read transposed, or the
+    cache cloned for each head."""
+    (_, h, d_nope), d_c = q_nope.shape, w_uk.shape[1]
+    d_v = w_uv.shape[0] // h
+    uv = w_uv.view(h, d_v, d_c) if uv_view == "(h, d_v, d_c)" else w_uv.reshape(h, d_c, d_v).transpose(1, 2)
+    outs = []
+    for i in range(h):
+        rows = latent.clone() if clone else latent
+        c_kv, k_rope = rows[..., :d_c], rows[..., d_c:]
+        absorbed_q = q_nope[:, i] @ w_uk[i * d_nope:(i + 1) * d_nope]  # (B, d_c)
+        nope = (absorbed_q[:, None] @ c_kv.transpose(1, 2))[:, 0] * (scale if nope_scale is None else nope_scale)
+        rope = (q_rope[:, i:i + 1] @ k_rope.transpose(1, 2))[:, 0] * scale
+        mixed = (torch.softmax(nope + rope, dim=-1)[:, None] @ c_kv)[:, 0]  # (B, d_c)
+        outs.append(mixed @ uv[i].T)  # (B, d_v)
+    return torch.cat(outs, dim=-1) @ w_o.T
+
+
+@pytest.mark.parametrize("how, named", [
+    (dict(), None),
+    (dict(nope_scale=1.0), "scale multiplied only the RoPE term"),
+    (dict(uv_view="(h, d_c, d_v)"), "each head's block of w_uv was read as (d_c, d_v)"),
+    (dict(clone=True), "the cache was copied for one head after another"),
+])
+def test_the_absorbed_step_names_the_learners_mistakes(how, named):
+    def answer(*args):
+        return absorbed(*args, **how)
+    if named is None:
+        checks.check_absorbed_decode_step(answer)  # a head loop without copies passes
+    else:
+        assert named in fails(checks.check_absorbed_decode_step, answer)

@@ -537,3 +537,37 @@ def logits_with_one_cache_for_every_layer(ids, weights, caches, ns=SOLUTIONS):
 def test_the_learners_mistakes_in_the_later_pieces_are_named(check, answer, named):
     message = fails(getattr(checks, check), answer)
     assert named in message, message
+
+
+def test_the_fold_whose_rows_count_on_from_the_first_querys_position_is_told_so():
+    def from_the_first_query(q, k, v):
+        B, h, L, d = q.shape
+        g, S = k.shape[1], k.shape[2]
+        rows = (h // g) * L
+        mask = torch.arange(S) <= (torch.arange(rows) + S - L)[:, None]
+        return SOLUTIONS["masked_attention"](q.reshape(B, g, rows, d), k, v, mask).reshape(B, h, L, d)
+
+    message = fails(checks.check_grouped_causal_attention, from_the_first_query)
+    assert "as that many consecutive queries" in message.split("Likely mistake: ")[1], message
+
+
+def rope_theta_without_the_2(x, start, base):
+    d = x.shape[-1]
+    angles = torch.arange(start, start + x.shape[2]).float()[:, None] * base ** (-torch.arange(d // 2).float() / d)
+    a, b = x[..., :d // 2], x[..., d // 2:]
+    return torch.cat((a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()), dim=-1)
+
+
+def block_adding_to_the_normalised_input(x, layer, cache, config, ns=SOLUTIONS):
+    a = ns["rms_normalise"](x, layer.attention_norm, config.rms_eps)
+    h = a + ns["attention_sublayer"](a, layer, cache, config)
+    return h + ns["swiglu_mlp"](ns["rms_normalise"](h, layer.mlp_norm, config.rms_eps), layer.w_gate, layer.w_up,
+                                layer.w_down)
+
+
+@pytest.mark.parametrize("check, answer, named", [
+    ("check_rope_halves", rope_theta_without_the_2, "the exponent is -2i / d_head"),
+    ("check_decoder_block", block_adding_to_the_normalised_input, "added to the normalised x"),
+], ids=["theta", "normalised_residual"])
+def test_a_third_learners_mistakes_are_named(check, answer, named):
+    assert named in fails(getattr(checks, check), answer)

@@ -60,19 +60,21 @@ class RepeatedIndexWrite(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-_PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default,
-             torch.ops.aten.baddbmm.default, torch.ops.aten.mv.default, torch.ops.aten.dot.default}
+PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default,
+            torch.ops.aten.baddbmm.default, torch.ops.aten.mv.default, torch.ops.aten.dot.default}  # @, matmul, einsum
+EXPONENTIALS = {torch.ops.aten.exp.default, torch.ops.aten._softmax.default, torch.ops.aten._log_softmax.default,
+                torch.ops.aten.logsumexp.default}  # exp, softmax, log_softmax, logsumexp
 
 
-class ProductOperands(TorchDispatchMode):
-    """While active, records the shape of every matrix operand of every matrix product (``@``, ``matmul``,
-    ``einsum``, ``F.linear`` all come down to these): ``shapes``, a list of tuples."""
+class OperandShapes(TorchDispatchMode):
+    """While active, records the shape of every tensor operand of the operations ``ops`` (a set of aten overloads,
+    PRODUCTS or EXPONENTIALS): ``shapes``, a list of tuples."""
 
-    def __init__(self):
+    def __init__(self, ops):
         super().__init__()
-        self.shapes = []
+        self.ops, self.shapes = ops, []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func in _PRODUCTS:
+        if func in self.ops:
             self.shapes += [tuple(a.shape) for a in args if isinstance(a, torch.Tensor) and a.dim() >= 1]
         return func(*args, **(kwargs or {}))

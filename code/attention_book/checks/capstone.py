@@ -250,14 +250,13 @@ def _grouped_reference(q, k, v):
     return scaled_dot_product_attention(q, k, v, causal_mask(L, S))[0]
 
 
-def _folded_as_consecutive(q, k, v):
-    """The fold with a causal mask over its (h // g) L rows as if they were consecutive queries (a mistake); where
-    they outnumber the keys, no such mask exists and the reference itself is returned."""
+def _folded_as_consecutive(q, k, v, first):
+    """The fold with a causal mask over its (h // g) L rows as if they were consecutive queries, the first at
+    position ``first(rows, L, S)`` (a mistake)."""
     (B, h, L, d), (g, S) = q.shape, k.shape[1:3]
     rows = (h // g) * L
-    if rows > S:
-        return _grouped_reference(q, k, v)
-    out, _ = scaled_dot_product_attention(q.reshape(B, g, rows, d), k, v, causal_mask(rows, S))
+    positions = first(rows, L, S) + torch.arange(rows)
+    out, _ = scaled_dot_product_attention(q.reshape(B, g, rows, d), k, v, torch.arange(S) <= positions[:, None])
     return out.reshape(B, h, L, d)
 
 
@@ -302,9 +301,10 @@ def check_grouped_causal_attention(fn):
                      ("no causal mask: every query sees every key",
                       lambda: scaled_dot_product_attention(q, k.repeat_interleave(h // g, 1),
                                                            v.repeat_interleave(h // g, 1))[0]),
-                     ("the mask reads the (h // g) · L folded rows of a group as that many consecutive queries; "
-                      "each query head's L rows are the same L positions again",
-                      lambda: _folded_as_consecutive(q, k, v)),
+                     *[("the mask reads the (h // g) · L folded rows of a group as that many consecutive queries; "
+                        "each query head's L rows are the same L positions again",
+                        lambda first=first: _folded_as_consecutive(q, k, v, first))
+                       for first in (lambda rows, L, S: S - rows, lambda rows, L, S: S - L)],
                  ])
         copies = (h // g) * (k.nbytes + v.nbytes)
         if S >= 64 and counter.peak >= k.nbytes + v.nbytes:
@@ -343,9 +343,9 @@ def check_rope_halves(fn):
                                         (2, 3, 4, 16, 1000, 100_000.0)]:
         x = torch.randn(B, heads, L, d, generator=gen)
 
-        def rotated(first, layout="halves", sign=1.0):
-            cos, sin = rope_cos_sin(torch.arange(first, first + L), d, base)
-            return rotate(x, cos, sign * sin, layout)
+        def rotated(first, layout="halves", sign=1.0, width=d):
+            cos, sin = rope_cos_sin(torch.arange(first, first + L), width, base)  # width 2d: theta_i = base^(-i/d)
+            return rotate(x, cos[..., :d // 2], sign * sin[..., :d // 2], layout)
 
         expected = rotated(start)
         got = _call(fn, (x, start, base), "rope_halves", refuse=[(name, "which the exercise says not to call")
@@ -356,6 +356,8 @@ def check_rope_halves(fn):
                      ("coordinates 2i and 2i + 1 are paired (the pairs layout); here i pairs with i + d_head/2",
                       lambda: rotated(start, "pairs")),
                      ("each pair turns the wrong way (clockwise)", lambda: rotated(start, sign=-1.0)),
+                     ("theta_i = base ** (-i / d_head): the exponent is -2i / d_head",
+                      lambda: rotated(start, width=2 * d)),
                  ])
     print("✓ your rope_halves equals the book's rotate in the halves layout on 3 inputs, from positions 0, 5 and "
           "1,000.")
@@ -492,8 +494,14 @@ def _block_mistakes(block, x, cached):
     def post_norm():  # the norms after the sums: norm(x + attention(x)), then norm(h + mlp(h))
         h = block.attention_norm(x + _sublayer(block, x, cached))
         return block.mlp_norm(h + block.mlp(h))
+    def normalised_residual():  # the residual stream carries the normalised input: a + attention(a)
+        a = block.attention_norm(x)
+        h = a + _sublayer(block, a, cached)
+        return h + block.mlp(block.mlp_norm(h))
     return [("the norms are applied after the sums (post-norm: norm(x + attention(x))); this block is pre-norm: "
-             "each sublayer reads the normalised input and its output is added to the input itself", post_norm)]
+             "each sublayer reads the normalised input and its output is added to the input itself", post_norm),
+            ("the attention's output was added to the normalised x; it is added to x itself, which the norm leaves "
+             "as it is", normalised_residual)]
 
 
 def _check_layer_piece(fn, exercise, what, expected_of, seeds, mistakes_of=None):

@@ -9,7 +9,7 @@ from ..experiments.tensor_memory import PeakTensorBytes
 from ..flash import merge_partials
 from ..masks import causal_mask
 from ._compare import CheckFailed, _call, _compare, _exercise, _generator, _require_number, _see_hint, _size
-from ._watch import ProductOperands
+from ._watch import EXPONENTIALS, PRODUCTS, OperandShapes
 
 
 # what the answer may not call: the package's own tiled passes and online softmax, and any attention that holds the
@@ -72,7 +72,8 @@ def check_tiled_one_head(fn):
 
     Tried on 6 random inputs (causal or not, L < S or L = S, block_k dividing S or not), the last two with
     L = 768 and 1,024 and S = 1,024, where the new tensors it holds at once are counted (PeakTensorBytes) against
-    8 L (block_k + d_v) numbers, and (at L = 768) no matrix product may take all S keys at once (ProductOperands);
+    8 L (block_k + d_v) numbers, and (at L = 768) no matrix product, exp or softmax may take all S keys at once
+    (OperandShapes);
     compared with F.scaled_dot_product_attention (with causal_mask(L, S) when causal), with the package's tiled and
     SDPA functions made to refuse.
     """
@@ -101,7 +102,8 @@ def check_tiled_one_head(fn):
                      lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))]
         if not is_causal:
             mistakes.pop()
-        with torch.no_grad(), PeakTensorBytes() as counter, ProductOperands() as products:
+        with torch.no_grad(), PeakTensorBytes() as counter, OperandShapes(PRODUCTS) as products, \
+                OperandShapes(EXPONENTIALS) as exponentials:
             got = _call(fn, (q, k, v, block_k, is_causal), "tiled_one_head", refuse=_TILED_REFUSE)
         tried = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, block_k={block_k}, is_causal={is_causal}"
         _compare("your tiled_one_head", tried, expected, got, hint=_see_hint("tiled_one_head"), atol=1e-4,
@@ -117,6 +119,11 @@ def check_tiled_one_head(fn):
             raise CheckFailed(f"your tiled_one_head on {tried}: one of its matrix products took an operand of shape "
                               f"{whole[0]}, all S = {S} keys at once; the exercise reads k and v block_k = "
                               f"{block_k} rows at a time")
+        whole = [shape for shape in exponentials.shapes if S in shape]
+        if L >= 512 and S not in (L, d_head, d_v) and whole:
+            raise CheckFailed(f"your tiled_one_head on {tried}: it took an exponential (exp, softmax) of a tensor of "
+                              f"shape {whole[0]}, the scores of all S = {S} keys at once; the exercise walks over the "
+                              f"keys block_k = {block_k} at a time, with running values")
     print("✓ your tiled_one_head equals SDPA on 6 inputs, causal or not, and at L = 768 and 1,024 with S = 1,024 "
           "it never held more than 8 × L × (block_k + d_v) numbers at once.")
 
@@ -161,10 +168,11 @@ def check_merge_two(fn):
                      "holds more of the softmax's mass", lambda: (out_a + out_b) / 2),
                     ("the weights exp(lse_a) and exp(lse_b) were not divided by their sum",
                      lambda: torch.exp(lse_a) * out_a + torch.exp(lse_b) * out_b),
-                    ("exp(lse_a) and exp(lse_b) were computed on their own: above about 88.7 an exp overflows fp32 to "
-                     "inf, and inf / inf is NaN",
-                     lambda: (torch.exp(lse_a) * out_a + torch.exp(lse_b) * out_b)
-                     / (torch.exp(lse_a) + torch.exp(lse_b))),
+                    *([("exp(lse_a) and exp(lse_b) were computed on their own: above about 88.7 an exp overflows "
+                        "fp32 to inf, and inf / inf is NaN",
+                        lambda: (torch.exp(lse_a) * out_a + torch.exp(lse_b) * out_b)
+                        / (torch.exp(lse_a) + torch.exp(lse_b)))]
+                      if bool((torch.stack((lse_a, lse_b)) > 88).any()) else []),
                     ("where both sets are fully masked, lse = -inf and exp(lse_a - lse) = exp(-inf + inf) is NaN",
                      lambda: (torch.exp(lse_a - torch.logaddexp(lse_a, lse_b)) * out_a
                               + torch.exp(lse_b - torch.logaddexp(lse_a, lse_b)) * out_b))]
@@ -202,13 +210,15 @@ def check_largest_block_k(fn):
         if isinstance(got, int) and not isinstance(got, bool) and got == expected:
             continue
         found = [why for wrong, why in [
+            (1 if expected == 0 else None, "not even one key per block fits in this budget, yet block_k = 1 came "
+                                           "back"),
+            (-(-budget // ((block_q + 2 * d_head) * b)), "rounded up: a block of keys that does not fit whole does "
+                                                         "not fit"),
             (budget // (block_q * b), "only the tile of scores was counted; the key and value blocks take room too"),
             (budget // ((block_q + d_head) * b), "the keys were counted but not the values (or the other way round)"),
             (budget // (block_q + 2 * d_head), "the bytes per number were left out: the budget is in bytes"),
             ((budget // b - 2 * d_head) // block_q, "the key and value blocks were counted as one row each, not "
-                                                     "block_k rows each"),
-            (1 if expected == 0 else None, "not even one key per block fits in this budget, yet block_k = 1 came "
-                                           "back")] if got == wrong != expected]
+                                                     "block_k rows each")] if got == wrong != expected]
         if isinstance(got, float):
             found = ["a block size is a whole number of keys: round down to an int"]
         likely = "\nLikely mistake: " + "\nor: ".join(found) if found else ""

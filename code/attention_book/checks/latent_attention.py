@@ -52,6 +52,20 @@ _ABSORBED_REFUSE = ["attention_book.mla.absorbed_attention", "attention_book.mla
                     ("attention_book.sdpa.scaled_dot_product_attention", "which the exercise says not to call")]
 
 
+def _absorbed_step(q_nope, q_rope, latent, w_uk, w_uv, w_o, scale, scaled=("nope", "rope"), uk_t=False, uv_t=False):
+    """The absorbed step written out, for the mistakes: the scale on one term only (``scaled``), and each head's
+    block of w_uk or w_uv viewed the wrong way round, (h, d_c, d_nope) for (h, d_nope, d_c) (``uk_t``, ``uv_t``)."""
+    (B, h, d_nope), d_c = q_nope.shape, w_uk.shape[1]
+    d_v = w_uv.shape[0] // h
+    uk = w_uk.reshape(h, d_c, d_nope).transpose(1, 2) if uk_t else w_uk.view(h, d_nope, d_c)
+    uv = w_uv.reshape(h, d_c, d_v).transpose(1, 2) if uv_t else w_uv.view(h, d_v, d_c)
+    c_kv, k_rope = latent[..., :d_c], latent[..., d_c:]
+    nope = torch.einsum("bhn,hnc,bsc->bhs", q_nope, uk, c_kv) * (scale if "nope" in scaled else 1.0)
+    rope = torch.einsum("bhr,bsr->bhs", q_rope, k_rope) * (scale if "rope" in scaled else 1.0)
+    mixed = torch.einsum("bhs,bsc->bhc", torch.softmax(nope + rope, dim=-1), c_kv)
+    return torch.einsum("bhc,hvc->bhv", mixed, uv).reshape(B, h * d_v) @ w_o.T
+
+
 @_exercise("absorbed_decode_step",
            task="given one new token per sequence, its position-free queries q_nope (B, h, d_nope) and its rotated "
                 "RoPE queries q_rope (B, h, d_rope), the cached rows latent (B, S, d_c + d_rope) (each token's c_KV "
@@ -75,7 +89,8 @@ def check_absorbed_decode_step(fn):
     -> (B, d_model), without rebuilding any key or value.
 
     Tried on 4 random inputs (1 to 8 heads, 1 to 256 cached tokens), the new tensors held at once counted
-    (PeakTensorBytes) on the largest against one key per head per cached token, and the FLOPs of its matrix products
+    (PeakTensorBytes) on the largest against one key per head per cached token, all the new tensors it makes against
+    h / 2 times the cached rows (a copy of the cache per head), and the FLOPs of its matrix products
     (torch's FlopCounterMode) against twice the absorbed step's (a rebuild of the keys, even head by head, is 13
     times that there); compared with the package's naive
     step, naive_attention followed by W_O, with the package's MLA paths and SDPA made to refuse.
@@ -106,7 +121,17 @@ def check_absorbed_decode_step(fn):
                      lambda: step(scale=1 / (d_c + q_rope.shape[-1]) ** 0.5)),
                     ("the scores were not scaled", lambda: step(scale=1.0)),
                     ("w_uk's rows were split as d_nope blocks of h heads; head i owns rows i * d_nope onwards",
-                     lambda: step(w_uk=interleaved))]
+                     lambda: step(w_uk=interleaved)),
+                    ("scale multiplied only the position-free term of the score; it multiplies the sum of both terms",
+                     lambda: _absorbed_step(q_nope, q_rope, latent, w_uk, w_uv, w_o, scale, scaled=("nope",))),
+                    ("scale multiplied only the RoPE term of the score; it multiplies the sum of both terms",
+                     lambda: _absorbed_step(q_nope, q_rope, latent, w_uk, w_uv, w_o, scale, scaled=("rope",))),
+                    ("each head's block of w_uk was read as (d_c, d_nope); stored (out, in) as nn.Linear stores it, "
+                     "it is (d_nope, d_c)",
+                     lambda: _absorbed_step(q_nope, q_rope, latent, w_uk, w_uv, w_o, scale, uk_t=True)),
+                    ("each head's block of w_uv was read as (d_c, d_v); stored (out, in) as nn.Linear stores it, it "
+                     "is (d_v, d_c)",
+                     lambda: _absorbed_step(q_nope, q_rope, latent, w_uk, w_uv, w_o, scale, uv_t=True))]
         with torch.no_grad(), PeakTensorBytes() as counter, FlopCounterMode(display=False) as flops:
             got = _call(fn, (q_nope, q_rope, latent, w_uk, w_uv, w_o, scale), "absorbed_decode_step",
                         refuse=_ABSORBED_REFUSE)
@@ -132,6 +157,10 @@ def check_absorbed_decode_step(fn):
                                   f"absorbed step; rebuilding one key per head per cached token (B × h × S × d_nope "
                                   f"numbers, each a product over d_c) takes {rebuild:,} on its own, even one head "
                                   f"at a time")
+        if S >= 64 and counter.total >= h // 2 * latent.nbytes:
+            raise CheckFailed(f"your absorbed_decode_step on {tried}: the new tensors it made add up to "
+                              f"{counter.total:,} bytes, {counter.total / latent.nbytes:.1f} times the cached rows "
+                              f"({latent.nbytes:,} bytes): the cache was copied for one head after another")
     print("✓ your absorbed_decode_step equals the naive step followed by W_O on 4 inputs, and at 256 cached tokens "
           "it never held as much as one key per head per token nor did the products of rebuilding them.")
 
