@@ -6,10 +6,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
+# pip compiles every module it installs to bytecode one file at a time (about 75 of a fresh install's 140 s on 2
+# cores); compileall does the same on every core (about 35 s). Files that do not compile (Python 2 fixtures inside
+# some packages) are skipped, as pip skips them.
 $(INSTALLED): requirements.txt requirements-no-deps.txt code/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-no-deps.txt
+	$(PY) -m pip install --quiet --no-compile --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --no-compile --disable-pip-version-check --no-deps -r requirements-no-deps.txt
+	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $@
 
 ## make book: build the HTML site into _build/html from the notebooks' stored outputs, and its Chinese edition
