@@ -170,14 +170,19 @@ def ring_writing_first(buffer, positions, new, length, window, n_sinks):
     return torch.cat((buffer[:, :, :filled], new), dim=2), mask
 
 
-def ring_overwriting_the_sinks(buffer, positions, new, length, window, n_sinks):
+def ring_keys_and_mask(buffer, positions, new, length, window, n_sinks):
+    """The keys and mask a ring's append returns, read before anything is written (the model solution's way)."""
     L_new = new.shape[2]
     filled = min(length, n_sinks + window)
     keys = torch.cat((buffer[:, :, :filled], new), dim=2)
     key_at = torch.cat((positions[:filled], torch.arange(length, length + L_new)))[None, :]
     query_at = torch.arange(length, length + L_new)[:, None]
-    mask = (key_at <= query_at) & ((query_at - key_at < window) | (key_at < n_sinks))
-    for t in range(length, length + L_new):
+    return keys, (key_at <= query_at) & ((query_at - key_at < window) | (key_at < n_sinks))
+
+
+def ring_overwriting_the_sinks(buffer, positions, new, length, window, n_sinks):
+    keys, mask = ring_keys_and_mask(buffer, positions, new, length, window, n_sinks)
+    for t in range(length, length + new.shape[2]):
         slot = t % (n_sinks + window)  # the mistake
         buffer[:, :, slot], positions[slot] = new[:, :, t - length], t
     return keys, mask
@@ -254,13 +259,8 @@ def test_an_absorbed_step_that_rebuilds_the_keys_one_head_at_a_time_fails_on_its
 def ring_by_one_indexed_write(buffer, positions, new, length, window, n_sinks):
     """The model solution's keys and mask, but the chunk written in one indexed write: a chunk longer than the window
     writes some slots twice."""
-    L_new = new.shape[2]
-    filled = min(length, n_sinks + window)
-    keys = torch.cat((buffer[:, :, :filled], new), dim=2)
-    key_at = torch.cat((positions[:filled], torch.arange(length, length + L_new)))[None, :]
-    query_at = torch.arange(length, length + L_new)[:, None]
-    mask = (key_at <= query_at) & ((query_at - key_at < window) | (key_at < n_sinks))
-    t = torch.arange(length, length + L_new)
+    keys, mask = ring_keys_and_mask(buffer, positions, new, length, window, n_sinks)
+    t = torch.arange(length, length + new.shape[2])
     slots = torch.where(t < n_sinks, t, n_sinks + (t - n_sinks) % window)
     buffer[:, :, slots], positions[slots] = new, t
     return keys, mask
