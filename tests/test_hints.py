@@ -176,7 +176,7 @@ HINTS_IN_WORDS = {
 
 @pytest.mark.parametrize("name", sorted(HINTS_IN_WORDS))
 def test_a_hint_in_words_holds_no_code(name, capsys):
-    checks.hint(name)
+    checks.hint(name, full=True)  # the method itself (a build exercise's first hint is its idea)
     shown = capsys.readouterr().out
     for fragment in HINTS_IN_WORDS[name]:
         assert fragment not in shown, f"the hint for {name} writes code: {fragment!r}"
@@ -544,3 +544,22 @@ def test_a_wrong_answer_is_not_told_the_method(check, hint):
 def test_a_wrong_answer_is_pointed_to_the_hint():
     with pytest.raises(CheckFailed, match=re.escape('checks.hint("my_multi_head") gives a hint')):
         checks.check_multi_head(lambda layer, x, kv=None, mask=None: torch.ones(x.shape))
+
+
+def test_a_build_exercise_gives_its_idea_first_and_the_method_on_request(capsys):
+    from attention_book.checks._compare import IDEAS
+    assert len(IDEAS) >= 16  # one build exercise of every chapter at least
+    for name in ("tiled_one_head", "absorbed_decode_step", "ring_append"):
+        checks.hint(name)
+        idea = capsys.readouterr().out
+        checks.hint(name, full=True)
+        method = capsys.readouterr().out
+        assert idea.startswith(f"Hint for {name}: ") and f'checks.hint("{name}", full=True)' in idea, idea
+        assert method.startswith(f"Hint for {name}: ") and method != idea and "full=True" not in method, method
+
+
+@pytest.mark.parametrize("name", sorted(__import__("attention_book.checks._compare", fromlist=["IDEAS"]).IDEAS))
+def test_an_idea_holds_no_code(name):
+    from attention_book.checks._compare import IDEAS
+    for fragment in ("torch.", "(dim=", "keepdim", ".view(", ".transpose(", "[:, ", " = "):
+        assert fragment not in IDEAS[name], f"the idea for {name} writes code: {fragment!r}"

@@ -121,25 +121,31 @@ def recorded(check, exercise):
 
 # exercise name (the function the learner writes) -> (task, hint), filled by @_exercise on each check
 EXERCISES = {}
+# exercise name -> its idea: a first hint, in words, for the build exercises (whose full hint is the whole method)
+IDEAS = {}
 
 
-def _exercise(name, task, hint):
+def _exercise(name, task, hint, idea=None):
     """Register the exercise whose function the learner names ``name``.
 
     ``task`` is its contract, shown when the function is still a stub: what it takes and must return, never how.
-    ``hint`` is the method, shown only on request by ``hint(name)``. Each run of the check is recorded for the
-    grader when ATTENTION_BOOK_CHECK_RESULTS is set (``recorded``).
+    ``hint`` is the method, shown only on request by ``hint(name)``; where an ``idea`` is given (the build
+    exercises), ``hint(name)`` shows that first, in words, and ``hint(name, full=True)`` the method. Each run of the
+    check is recorded for the grader when ATTENTION_BOOK_CHECK_RESULTS is set (``recorded``).
     """
     def register(check):
         EXERCISES[name] = (task, hint)
+        if idea:
+            IDEAS[name] = idea
         check = recorded(check, name)
         check.exercise = name
         return check
     return register
 
 
-def hint(name):
-    """Print the hint for an exercise: ``checks.hint("stable_softmax")``.
+def hint(name, full=False):
+    """Print the hint for an exercise: ``checks.hint("stable_softmax")``. For a build exercise it is the idea, in
+    words; ``full=True`` prints the whole method.
 
     ``name`` is the name of the function the exercise asks for (the function itself works too). An unknown name
     raises ValueError listing the exercises' names.
@@ -147,7 +153,11 @@ def hint(name):
     key = getattr(name, "__name__", name)
     if key not in EXERCISES:
         raise ValueError(f"no exercise is called {name!r}; the exercises are: {', '.join(sorted(EXERCISES))}")
-    print(f"Hint for {key}: {EXERCISES[key][1]}")
+    if key in IDEAS and not full:
+        print(f"Hint for {key}: {IDEAS[key]}\n(Still stuck? checks.hint(\"{key}\", full=True) gives the whole "
+              "method.)")
+    else:
+        print(f"Hint for {key}: {EXERCISES[key][1]}")
 
 
 def _see_hint(exercise):

@@ -46,7 +46,10 @@ def _window_rule(query, key, window, n_sinks, width=None):
                 "first tokens still read. The mask compares the queries' positions, a column (L_new, 1), with the "
                 "keys' positions, a row: (j <= p) & ((p - j < window) | (j < n_sinks)). Then, for each new token t, "
                 "slot = t if t < n_sinks else n_sinks + (t - n_sinks) % window; write buffer[:, :, slot] and "
-                "positions[slot] = t, in order, so that later tokens overwrite earlier ones.")
+                "positions[slot] = t, in order, so that later tokens overwrite earlier ones.",
+           idea="Read the keys and their positions the call returns before writing anything: a long chunk overwrites "
+                "slots its own first tokens still need. The mask is a comparison of positions, never of slot indices. "
+                "Then write each new token to its slot in order, so that the last token for a slot keeps it.")
 def check_ring_append(fn):
     """fn(buffer (B, g, n_sinks + window, d_head), positions (n_sinks + window,), new (B, g, L_new, d_head), length,
     window, n_sinks) -> (keys (B, g, S, d_head), mask (L_new, S)), buffer and positions updated in place.

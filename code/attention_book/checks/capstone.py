@@ -270,7 +270,10 @@ def _folded_as_consecutive(q, k, v, first):
                 "d_head) puts head j * (h // g) + m at rows m * L .. m * L + L - 1 of group j, and each group then "
                 "meets its own K/V head once. Folded row m * L + i is query i: its position is S - L + i, so the "
                 "mask is (S - L + i >= key position) for i = torch.arange(L).repeat(h // g). Call "
-                "masked_attention(folded, k, v, mask) and reshape the result back to (B, h, L, d_head).")
+                "masked_attention(folded, k, v, mask) and reshape the result back to (B, h, L, d_head).",
+           idea="Chapter 8's fold, with one more thing to carry: the mask. Once a group's query heads are stacked as "
+                "rows, each row still belongs to one of the L queries, at that query's position; the mask must be "
+                "built from those positions, not from the row numbers.")
 def check_grouped_causal_attention(fn):
     """fn(q (B, h, L, d), k, v (B, g, S, d)) -> (B, h, L, d), causal, grouped, without copying K/V.
 
@@ -559,7 +562,10 @@ def _check_layer_piece(fn, exercise, what, expected_of, seeds, mistakes_of=None)
            hint="start = cache['length'], the position of x's first token. q = to_heads(x @ layer.w_q.T, "
                 "config.n_heads), k and v the same with w_k, w_v and config.n_kv_heads. Rotate q and k with "
                 "rope_halves(..., start, config.rope_base); then k, v = cache_append(cache, k, v); out = "
-                "grouped_causal_attention(q, k, v); return from_heads(out) @ layer.w_o.T.")
+                "grouped_causal_attention(q, k, v); return from_heads(out) @ layer.w_o.T.",
+           idea="This piece is mostly plumbing of your earlier pieces, in order: project, split into heads, rotate "
+                "queries and keys at the positions the cache says come next, append to the cache, attend with the "
+                "fold, merge, project out. The order of the rotation and the append matters.")
 def check_attention_sublayer(fn):
     """fn(x, layer, cache, config) -> (B, L, d_model), appending x's keys and values to cache.
 
@@ -750,7 +756,10 @@ def _check_the_loop(what, tried, calls, L0, n_new, n):
                 "largest logit, kept as a (1, 1) tensor of ids; add it to the output and stop if it is the "
                 "end-of-turn token (or the last one asked for); otherwise feed that token alone to decoder_logits, "
                 "with the same caches, which already hold every token before it. At the end, put the prompt and "
-                "the new tokens side by side along the token dimension.")
+                "the new tokens side by side along the token dimension.",
+           idea="One cache per layer, made once and big enough for everything; one call for the whole prompt; then "
+                "one call per new token, feeding only that token. Stop when the model produces the end-of-turn token, "
+                "keeping it.")
 def check_greedy_generate(fn):
     """fn(prompt (1, L0), weights, n_new) -> (1, L0 + n).
 

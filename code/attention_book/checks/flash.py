@@ -66,7 +66,10 @@ def _tiled(q, k, v, block_k, is_causal, rescale_out=True, rescale_sum=True):
                 "the causal mask forbids (key j > i + S - L); m_new = torch.maximum(m, s.amax(1, keepdim=True)); "
                 "p = exp(s - m_new); factor = exp(m - m_new) rescales what was summed under the old maximum: "
                 "l = l * factor + p.sum(1, keepdim=True) and o = o * factor + p @ v_block; then m = m_new. Return "
-                "o / l. The first block holds key 0, which every query may see, so m is finite from then on.")
+                "o / l. The first block holds key 0, which every query may see, so m is finite from then on.",
+           idea="Section 2's picture: walk over the keys one block at a time, keeping for each query a running "
+                "maximum, a running sum of exponentials and a running weighted sum of values. When a block raises the "
+                "maximum, what was summed so far was weighted by the old maximum: rescale it before adding the block.")
 def check_tiled_one_head(fn):
     """fn(q (L, d_head), k (S, d_head), v (S, d_v), block_k, is_causal) -> (L, d_v), tiled over the keys.
 

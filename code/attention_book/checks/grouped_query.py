@@ -121,7 +121,10 @@ def _written(cache, new, length):
                 "q.reshape(B, g, h // g, d) puts the h // g heads of each group as the rows of that group's "
                 "queries. Scores: folded @ k.transpose(-2, -1) / math.sqrt(d), (B, g, h // g, length + 1); softmax "
                 "over the last dimension; times v gives (B, g, h // g, d); reshape it to (B, h, 1, d). "
-                "(F.scaled_dot_product_attention on the folded queries and the two views does the same.)")
+                "(F.scaled_dot_product_attention on the folded queries and the two views does the same.)",
+           idea="Section 2's fold: a group's query heads all read the same K/V head, so stack them as rows of one "
+                "query matrix for that head. Write the new key and value into the cache first; then each group is one "
+                "small attention against a view of its filled cache.")
 def check_folded_decode_step(fn):
     """fn(q (B, h, 1, d), k_new, v_new (B, g, 1, d), k_cache, v_cache (B, g, S_max, d), length) -> (B, h, 1, d),
     the cache written at position length.

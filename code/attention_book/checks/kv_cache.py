@@ -106,7 +106,11 @@ def _projection_calls(layer, batch_size, record):
                 "k_buffer[:, :, start:end] and v_buffer[:, :, start:end]. Attend with the filled part, "
                 "k_buffer[:, :, :end] and v_buffer[:, :, :end], under causal_mask(n, end): the chunk's queries "
                 "are the last n of the end positions (bottom-right). Merge the heads, (B, n, h * d_head), apply "
-                "layer.o_proj, and torch.cat the chunks' outputs along dimension 1 at the end.")
+                "layer.o_proj, and torch.cat the chunks' outputs along dimension 1 at the end.",
+           idea="Picture the cache of section 1: two buffers with a row per position, filled left to right. Each call "
+                "projects only its own chunk, writes the chunk's keys and values into the next rows, and lets the "
+                "chunk's queries attend to every row filled so far, causally, the chunk's queries being the last "
+                "positions.")
 def check_cached_decode(fn):
     """fn(layer, x (B, L, d_model), chunk) -> (out (B, L, d_model), k_buffer, v_buffer (B, h, L, d_head)), feeding x
     to an MHA layer chunk tokens at a time through buffers allocated once.

@@ -83,7 +83,11 @@ def _absorbed_step(q_nope, q_rope, latent, w_uk, w_uv, w_o, scale, scaled=("nope
                 "c_kv.transpose(1, 2) + q_rope @ k_rope.transpose(1, 2)) * scale: batched products over B, with "
                 "no copy per head. Softmax over S, then weights @ c_kv gives each head's mix of the latents "
                 "(B, h, d_c); apply W_UV_i with w_uv.view(h, d_v, d_c) (einsum 'bhc,hvc->bhv'), flatten the heads "
-                "to (B, h * d_v) and multiply by w_o.T.")
+                "to (B, h * d_v) and multiply by w_o.T.",
+           idea="Section 4's identity: a query against a rebuilt key, q_i · (W_UK_i c_s), equals the absorbed query "
+                "(q_i W_UK_i) against the latent c_s itself. Absorb W_UK into each head's query, score against the "
+                "cached latents (plus the RoPE term), mix the latents by the weights, and only then apply W_UV and "
+                "W_O.")
 def check_absorbed_decode_step(fn):
     """fn(q_nope (B, h, d_nope), q_rope (B, h, d_rope), latent (B, S, d_c + d_rope), w_uk, w_uv, w_o, scale)
     -> (B, d_model), without rebuilding any key or value.

@@ -91,7 +91,10 @@ def _block_mistakes(mha, name, h, g):
                 "value weights. Under torch.no_grad(), copy_ the query weight and out_proj's weight as they are, and "
                 "your pool_projection of exercise 1 of the key and value weights; then the biases the same way, "
                 "from in_proj_bias.chunk(3): a bias (n_heads * d_head,) pools as a weight with one column, "
-                "bias[:, None], and column 0 of the result is the pooled bias.")
+                "bias[:, None], and column 0 of the result is the pooled bias.",
+           idea="nn.MultiheadAttention keeps its three input projections stacked in one matrix: cut it into three, "
+                "keep the query and output weights as they are, and pool the key and value weights group by group "
+                "with exercise 1's function. The biases follow the same path as their weights.")
 def check_convert_torch_mha(fn):
     """fn(mha, n_kv_heads) -> a new GroupedQueryAttention with n_kv_heads mean-pooled K/V heads.
 

@@ -106,7 +106,10 @@ def _multi_head_cases():
                 "once as in chapter 1's exercise 3: scores q kᵀ / √d_head of shape (B, h, L, S); a (B, L, S) mask "
                 "needs mask[:, None] to reach every head; -inf where the mask is False, softmax over the keys, and "
                 "zeros for the rows that see nothing. Then merge: .transpose(1, 2).reshape(B, L, h * d_head), and "
-                "apply o_proj.")
+                "apply o_proj.",
+           idea="The layer, step by step: four projections, a cut of each projected vector into h pieces "
+                "(one per head), chapter 1's attention run in every head at once, and the pieces glued back together "
+                "before the output projection. The mask must reach every head.")
 def check_multi_head(fn):
     """fn(layer, x, kv, mask) -> (B, L, d_model): the forward of the MultiHeadAttention ``layer``, written from its
     four projections.

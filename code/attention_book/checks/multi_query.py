@@ -178,7 +178,10 @@ LAYER_STEPS = [
                 "(B, h * L, L). View it as (B, h, L, L) to mask it, with torch.ones(L, L, dtype=torch.bool).tril() "
                 "(True = may attend; masked_fill(~mask, float('-inf'))), softmax over the last dimension, view it "
                 "back as (B, h * L, L) and multiply by v: (B, h * L, d_head). View that as (B, h, L, d_head), "
-                "move the heads after L, .transpose(1, 2).reshape(B, L, h * d_head), and apply layer.o_proj.")
+                "move the heads after L, .transpose(1, 2).reshape(B, L, h * d_head), and apply layer.o_proj.",
+           idea="MQA has one key head and one value head for all the query heads, so there is nothing to repeat: "
+                "treat the h query heads as h times as many query rows against the same keys, and separate them again "
+                "after attending.")
 def check_mqa_forward(fn):
     """fn(layer, x (B, L, d_model)) -> (B, L, d_model): an MQA layer's causal forward from its projections.
 

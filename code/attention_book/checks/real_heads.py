@@ -200,7 +200,10 @@ REFUSED_LAYERS = [
                 "sqrt(d_head); masked_fill the padding keys, ~is_real[:, None, None, :], with -inf; softmax over the "
                 "keys; times v; transpose back and reshape to (B, L, d_model); attention.output.dense. Then "
                 "x = LayerNorm(x + that) with attention.output.LayerNorm's weight and bias (F.layer_norm), and "
-                "LayerNorm(x + output.dense(gelu(intermediate.dense(x)))) with output.LayerNorm's.")
+                "LayerNorm(x + output.dense(gelu(intermediate.dense(x)))) with output.LayerNorm's.",
+           idea="The layer is two sublayers, each followed by add-and-norm (post-norm, as in BERT): attention over "
+                "the real tokens only, then a two-layer MLP with GELU. Every weight you need is a tensor of the "
+                "module you are given; the shapes of nn.Linear (out, in) tell you how to apply them.")
 def check_encoder_layer(fn):
     """fn(x (B, L, d_model), is_real (B, L), weights, n_heads, eps) -> (B, L, d_model): one BERT layer's output.
 

@@ -128,7 +128,10 @@ def _q4_1_read(raw, order="low first", swap=False):
                 "15, byte = blocks[..., 4 + j] holds number j in byte & 0x0F and number j + 16 in byte >> 4, so "
                 "dots += (byte & 0x0F).float() * x_blocks[:, j] + (byte >> 4).float() * x_blocks[:, j + 16]. "
                 "Then sum d * dots + m * x_blocks.sum(-1) over each row's blocks. (Rows a few at a time works too, "
-                "if few enough.)")
+                "if few enough.)",
+           idea="Read section 1's picture of a block: two fp16 numbers, then 16 bytes holding 32 four-bit numbers. A "
+                "row's dot product with x is a sum over blocks, and within a block d and m factor out of the sum, so "
+                "you never need the dequantised weights, only a few products per block.")
 def check_q4_1_matvec(fn):
     """fn(raw (N, K / 32 * 20) uint8, x (K,)) -> W @ x, (N,), for W stored in Q4_1.
 

@@ -62,7 +62,10 @@ def _padded_positions(mask, offset):
                 "offset[:, None] + mask.long().cumsum(-1) - 1. The angles are positions[:, None, :, None] times "
                 "theta = base ** (-2i / d_head), i = 0 .. d_head/2 - 1 (rope_frequencies(d_head, base)), shape "
                 "(B, 1, S, d_head / 2): the same for every head. With a = x[..., :d_head // 2] and "
-                "b = x[..., d_head // 2:], the result is torch.cat((a cos - b sin, a sin + b cos), dim=-1).")
+                "b = x[..., d_head // 2:], the result is torch.cat((a cos - b sin, a sin + b cos), dim=-1).",
+           idea="Only the positions change from section 2's RoPE (in section 3's halves layout): a real token's "
+                "position counts the cached tokens and the real tokens before it in its row, never the padding. Once "
+                "every token has its position, the rotation is the usual one, pair by pair.")
 def check_rope_left_padded(fn):
     """fn(x (B, heads, S, d_head), mask (B, S), offset (B,), base) -> x rotated at each real token's position.
 

@@ -95,7 +95,10 @@ def _blocks(x, weights, block, *, positions=True, causal="whole", scaled=True):
                 "(stop = min(start + block, L)) need only the keys 0 .. stop - 1. Their scores "
                 "q[:, start:stop] @ k[:, :stop].transpose(-2, -1) / √d_head are (B, stop - start, stop); query "
                 "start + i may see key j when j <= start + i (compare two aranges), -inf elsewhere; softmax over the "
-                "last dimension, then out[:, start:stop] = weights @ v[:, :stop].")
+                "last dimension, then out[:, start:stop] = weights @ v[:, :stop].",
+           idea="Causal attention lets a query see only the keys up to its own position, so a block of queries never "
+                "needs the keys after its last query. Walk over the queries a block at a time; each block's scores "
+                "are (block, keys up to the block's end), never (L, L).")
 def check_self_attention_in_blocks(fn):
     """fn(x, W_q, W_k, W_v, block) -> (B, L, d_head): causal self-attention of x + sinusoidal positions, computed
     ``block`` queries at a time.

@@ -153,7 +153,11 @@ def _attention_cases():
            hint="Compute the scaled scores q kᵀ / √d. Turn a boolean mask into a float one (0 where True, -inf where "
                 "False) and add the float mask to the scaled scores, in the scores' dtype. A row whose scores are "
                 "all -inf would give 0 / 0 in the softmax: find those rows (all(dim=-1, keepdim=True)), replace their "
-                "scores by 0 before the softmax, then set the weights of every hidden key (score -inf) to 0.")
+                "scores by 0 before the softmax, then set the weights of every hidden key (score -inf) to 0.",
+           idea="Make the two kinds of mask one kind before anything else: a boolean mask says which scores to hide, "
+                "a float mask is added to the scaled scores, and hiding a score is the same as adding -inf to it. The "
+                "only new trouble is a row in which every score is hidden: decide what its softmax should give before "
+                "you compute it.")
 def check_attention_with_masks(fn):
     """fn(q, k, v, mask=None) -> (out, weights), mask boolean (True = may attend) or float (added to the scaled
     scores), like F.scaled_dot_product_attention's attn_mask.

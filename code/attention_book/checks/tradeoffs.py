@@ -88,7 +88,11 @@ def _step(config, n_params, context, batch, bytes_per_element, bandwidth, flop_r
                 "sequence's cache once, batch * context * 2 * n_layers * n_kv_heads * d_head * bytes_per_element. "
                 "FLOPs per sequence: 2 * n_params for the weights, and 4 * n_heads * context * d_head * n_layers "
                 "for the attention (q . k and weights . v, for every query head, whatever n_kv_heads); times batch. "
-                "seconds = max(bytes / bandwidth, flops / flop_rate); the bound is the one that gives the max.")
+                "seconds = max(bytes / bandwidth, flops / flop_rate); the bound is the one that gives the max.",
+           idea="A decode step's time is bounded by the larger of two times: the bytes it must read over the "
+                "bandwidth, and the FLOPs it must do over the compute rate. Count what is read once per step (the "
+                "weights) and what is read once per sequence (each cache), and the FLOPs of the weights and of "
+                "attention per sequence.")
 def check_decode_step_roofline(fn):
     """fn(config, n_params, context, batch, bytes_per_element, bandwidth, flop_rate) -> {"bytes", "flops",
     "seconds", "bound"} of one decode step.
