@@ -290,3 +290,10 @@ def test_gqa_similarity_fails_an_answer_that_changes_the_encoder():
 
     message = fails(checks.check_gqa_similarity, in_place)
     assert "changed the encoder it was given" in message, message
+
+
+def test_an_entropy_that_averages_over_padding_is_not_told_about_nan():
+    def over_every_query(weights, is_real):
+        return -(weights * weights.clamp(min=1e-12).log()).sum(-1).mean(dim=(0, 2))
+
+    assert "NaN" not in fails(checks.check_attention_entropy, over_every_query)

@@ -280,3 +280,20 @@ CHEATS = {
     "check_mqa_attention": lambda q, k, v: grouped_query_sdpa(q, k, v),
     "check_mqa_forward": lambda layer, x: layer(x, is_causal=True)[0],
 }
+
+
+def test_a_fifth_learners_mistakes_in_chapter_7_are_named():
+    assert "Likely mistake: the biases were left out" in fails(
+        checks.check_mqa_param_count, lambda d_model, n_heads: 2 * d_model * (d_model + d_model // n_heads))
+
+    def one_triangle_over_the_stacked_rows(layer, x):
+        B, L, _ = x.shape
+        h, d = layer.n_heads, layer.d_head
+        q = layer.q_proj(x).view(B, L, h, d).transpose(1, 2).reshape(B, h * L, d)
+        scores = q @ layer.k_proj(x).transpose(1, 2) / math.sqrt(d)  # (B, h L, L)
+        scores = scores.masked_fill(~torch.ones(h * L, L, dtype=torch.bool).tril(), float("-inf"))
+        heads = (torch.softmax(scores, dim=-1) @ layer.v_proj(x)).view(B, h, L, d)
+        return layer.o_proj(heads.transpose(1, 2).reshape(B, L, h * d))
+
+    assert "the (L, L) mask applies to each head's L rows" in fails(checks.check_mqa_forward,
+                                                                     one_triangle_over_the_stacked_rows)

@@ -30,8 +30,11 @@ def check_mqa_param_count(fn):
         got = _call(fn, (d_model, h), "mqa_param_count",
                     refuse=[(name, "which the exercise says not to build") for name in BUILT_LAYERS])
         if got != expected:
+            d_head = d_model // h
+            note = ("Likely mistake: the biases were left out: each projection has one per output"
+                    if got == 2 * d_model * (d_model + d_head) else f"Hint: d_head = d_model // n_heads = {d_head}")
             raise CheckFailed(f"mqa_param_count(d_model={d_model}, n_heads={h}): expected {expected:,}, got {got!r}"
-                              f"\nHint: d_head = d_model // n_heads = {d_model // h}")
+                              f"\n{note}")
     print("✓ mqa_param_count matches the layer for 4 sizes.")
 
 
@@ -143,15 +146,19 @@ def check_mqa_attention(fn):
     print("✓ your MQA attention matches grouped_query_sdpa on 4 inputs, and never copies the shared K/V head.")
 
 
-def _mqa_forward_reference(layer, x, causal=True, merge="transpose"):
+def _mqa_forward_reference(layer, x, causal=True, merge="transpose", stacked_mask=False):
     """The MQA layer's causal forward written out, or with a known mistake: causal=False (no mask), merge="reshape"
-    (the heads merged without moving them after L)."""
+    (the heads merged without moving them after L), stacked_mask (one (h L, L) lower triangle over the queries of
+    all heads stacked as rows)."""
     B, L, _ = x.shape
     h, d = layer.n_heads, layer.d_head
     q = layer.q_proj(x).view(B, L, h, d).transpose(1, 2)  # (B, h, L, d)
     k, v = layer.k_proj(x)[:, None], layer.v_proj(x)[:, None]  # (B, 1, L, d)
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)
-    if causal:
+    if stacked_mask:
+        rows = torch.ones(h * L, L, dtype=torch.bool).tril().view(h, L, L)
+        scores = scores.masked_fill(~rows, float("-inf"))
+    elif causal:
         scores = scores.masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), float("-inf"))
     heads = torch.softmax(scores, dim=-1) @ v  # (B, h, L, d)
     merged = heads.transpose(1, 2).reshape(B, L, h * d) if merge == "transpose" else heads.reshape(B, L, h * d)
@@ -205,6 +212,9 @@ def check_mqa_forward(fn):
             _compare("your MQA layer", tried, expected, got, hint=_see_hint("my_mqa_forward"),
                      mistakes=[("no causal mask: each token also attends to the tokens after it",
                                 lambda: _mqa_forward_reference(layer, x, causal=False)),
+                               ("the lower triangle was laid over the h · L stacked query rows as one: the (L, L) "
+                                "mask applies to each head's L rows",
+                                lambda: _mqa_forward_reference(layer, x, stacked_mask=True)),
                                ("the heads were merged without moving the head dimension after L",
                                 lambda: _mqa_forward_reference(layer, x, merge="reshape"))])
         _refuse_copies(fn, tried, counter, B * L * layer.d_head * x.element_size(), h)

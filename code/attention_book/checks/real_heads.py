@@ -111,10 +111,12 @@ def check_attention_entropy(fn):
         weights, is_real = _padded_weights(gen, B, h, L, s)
         cases.append((f"padded weights {(B, h, L, L)}, lengths {is_real.sum(1).tolist()}", weights, is_real))
     for tried, weights, is_real in cases:  # the smallest first
+        naive = (-(weights * weights.log()).sum(dim=-1) * is_real[:, None]).sum(dim=(0, 2)) / is_real.sum()
         _compare("your attention entropy", tried, attention_entropy(weights, is_real),
                  _call(fn, (weights, is_real), "my_attention_entropy",
                        refuse=["attention_book.experiments.head_scores.attention_entropy"]),
-                 hint="a weight of exactly 0 must add 0 to the entropy, not 0 * log 0 = NaN")
+                 hint=_see_hint("my_attention_entropy"),
+                 mistakes=[("a weight of exactly 0 must add 0 to the entropy, not 0 * log 0 = NaN", lambda: naive)])
     print(f"✓ your entropy matches the package's on {len(cases)} patterns, one-hot and uniform included.")
 
 
@@ -202,8 +204,8 @@ REFUSED_LAYERS = [
                 "x = LayerNorm(x + that) with attention.output.LayerNorm's weight and bias (F.layer_norm), and "
                 "LayerNorm(x + output.dense(gelu(intermediate.dense(x)))) with output.LayerNorm's.",
            idea="The layer is two sublayers, each followed by add-and-norm (post-norm, as in BERT): attention over "
-                "the real tokens only, then a two-layer MLP with GELU. Every weight you need is a tensor of the "
-                "module you are given; the shapes of nn.Linear (out, in) tell you how to apply them.")
+                "the real tokens only, then a two-layer MLP with GELU. Every weight you need is in the dict you are "
+                "given, stored (out, in) as nn.Linear stores it, which tells you how to apply it.")
 def check_encoder_layer(fn):
     """fn(x (B, L, d_model), is_real (B, L), weights, n_heads, eps) -> (B, L, d_model): one BERT layer's output.
 
