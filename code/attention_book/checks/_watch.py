@@ -10,24 +10,33 @@ REPEATED = ("one indexed write of it wrote two values to the same place; which o
             "last on this machine, either on others)")
 
 
-class NonFiniteToInteger(TorchDispatchMode):
-    """While active, notes whether an operation turned a float tensor holding NaN or inf into integers (``.to``,
-    ``.byte()``, ``.long()``, a copy into an integer tensor): what those become is not defined."""
+class _Noticing(TorchDispatchMode):
+    """While active, ``seen`` turns true at the first operation for which ``notices(func, args, out)`` is true."""
 
     def __init__(self):
         super().__init__()
         self.seen = False
 
+    def notices(self, func, args, out):
+        raise NotImplementedError
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if func in (torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default) and not self.seen:
-            source = args[1] if func is torch.ops.aten.copy_.default else args[0]
-            target = out if isinstance(out, torch.Tensor) else None
-            if (isinstance(source, torch.Tensor) and source.is_floating_point() and target is not None
-                    and not target.is_floating_point() and not target.is_complex()
-                    and target.dtype != torch.bool and not torch.isfinite(source).all()):
-                self.seen = True
+        self.seen = self.seen or bool(self.notices(func, args, out))
         return out
+
+
+class NonFiniteToInteger(_Noticing):
+    """While active, notes whether an operation turned a float tensor holding NaN or inf into integers (``.to``,
+    ``.byte()``, ``.long()``, a copy into an integer tensor): what those become is not defined."""
+
+    def notices(self, func, args, out):
+        if func not in (torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default):
+            return False
+        source = args[1] if func is torch.ops.aten.copy_.default else args[0]
+        return (isinstance(source, torch.Tensor) and source.is_floating_point() and isinstance(out, torch.Tensor)
+                and not out.is_floating_point() and not out.is_complex() and out.dtype != torch.bool
+                and not torch.isfinite(source).all())
 
 
 _INDEX_WRITES = {torch.ops.aten.index_put_.default, torch.ops.aten.index_put.default,
@@ -43,21 +52,14 @@ def _repeats(indices):
     return places.unique(dim=0).shape[0] < places.shape[0]
 
 
-class RepeatedIndexWrite(TorchDispatchMode):
+class RepeatedIndexWrite(_Noticing):
     """While active, notes whether an indexed write (``t[index] = values``, ``index_put_``, ``index_copy_``) wrote one
     place twice: which of the two values stays is not defined (the last one on some machines, either on others)."""
 
-    def __init__(self):
-        super().__init__()
-        self.seen = False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if not self.seen:
-            if func in _INDEX_WRITES:
-                self.seen = _repeats(args[1])
-            elif func in (torch.ops.aten.index_copy_.default, torch.ops.aten.index_copy.default):
-                self.seen = _repeats([args[2]])
-        return func(*args, **(kwargs or {}))
+    def notices(self, func, args, out):
+        if func in _INDEX_WRITES:
+            return _repeats(args[1])
+        return func in (torch.ops.aten.index_copy_.default, torch.ops.aten.index_copy.default) and _repeats([args[2]])
 
 
 PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default,

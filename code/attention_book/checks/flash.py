@@ -76,9 +76,8 @@ def check_tiled_one_head(fn):
     Tried on 6 random inputs (causal or not, L < S or L = S, block_k dividing S or not), the last two with
     L = 768 and 1,024 and S = 1,024, where the new tensors it holds at once are counted (PeakTensorBytes) against
     8 L (block_k + d_v) numbers, and (at L = 768) no matrix product, exp or softmax may take all S keys at once
-    (OperandShapes);
-    compared with F.scaled_dot_product_attention (with causal_mask(L, S) when causal), with the package's tiled and
-    SDPA functions made to refuse.
+    (OperandShapes); compared with F.scaled_dot_product_attention (with causal_mask(L, S) when causal), with the
+    package's tiled and SDPA functions made to refuse.
     """
     gen = _generator(33)
     inputs = []
@@ -117,16 +116,13 @@ def check_tiled_one_head(fn):
                               f"once, more than the {bound:,} bytes the exercise allows (8 × L × (block_k + d_v) "
                               f"fp32 numbers, the output included); one (L, S) matrix of fp32 scores is "
                               f"{L * S * 4:,} bytes, and an (L, S) boolean mask {L * S:,}")
-        whole = [shape for shape in products.shapes if S in shape]
-        if L >= 512 and S not in (L, d_head, d_v) and whole:
-            raise CheckFailed(f"your tiled_one_head on {tried}: one of its matrix products took an operand of shape "
-                              f"{whole[0]}, all S = {S} keys at once; the exercise reads k and v block_k = "
-                              f"{block_k} rows at a time")
-        whole = [shape for shape in exponentials.shapes if S in shape]
-        if L >= 512 and S not in (L, d_head, d_v) and whole:
-            raise CheckFailed(f"your tiled_one_head on {tried}: it took an exponential (exp, softmax) of a tensor of "
-                              f"shape {whole[0]}, the scores of all S = {S} keys at once; the exercise walks over the "
-                              f"keys block_k = {block_k} at a time, with running values")
+        for watched, what in ((products, "one of its matrix products took an operand"),
+                              (exponentials, "it took an exponential (exp, softmax) of a tensor")):
+            whole = [shape for shape in watched.shapes if S in shape]  # S differs from L, d_head, d_v at L = 768
+            if L >= 512 and S not in (L, d_head, d_v) and whole:
+                raise CheckFailed(f"your tiled_one_head on {tried}: {what} of shape {whole[0]}, all S = {S} keys at "
+                                  f"once; the exercise walks over the keys and values block_k = {block_k} rows at a "
+                                  "time, with running values")
     print("✓ your tiled_one_head equals SDPA on 6 inputs, causal or not, and at L = 768 and 1,024 with S = 1,024 "
           "it never held more than 8 × L × (block_k + d_v) numbers at once.")
 
